@@ -1,0 +1,153 @@
+//! The one error type every rank of a generation receives, and the phases it can name.
+
+use crate::ReduceOperation;
+use std::fmt;
+use std::time::Duration;
+
+/// Where in a generation a device failed or panicked.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Phase {
+    /// `NativeCollectiveDevice::prepare`, on the submitting rank's thread.
+    Prepare,
+    /// `NativeCollectiveDevice::begin`.
+    Begin,
+    /// `NativeCollectiveDevice::elements`.
+    Elements,
+    /// `NativeCollectiveDevice::exchange`, at this step of the schedule (`0..2(W-1)`).
+    Exchange {
+        /// Index of the ring step.
+        step: usize,
+    },
+    /// `NativeCollectiveDevice::finish`.
+    Finish,
+    /// Dropping a tensor the caller handed in that never reached the device.
+    DropTensor,
+    /// Dropping prepared inputs once the ring was done with them.
+    DropPrepared,
+    /// Dropping the work of a generation that failed part-way.
+    DropWork,
+    /// Dropping outputs that were never delivered.
+    DropOutputs,
+    /// Cloning the device handle for a new communicator.
+    CloneDevice,
+}
+
+impl fmt::Display for Phase {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Phase::Prepare => f.write_str("prepare"),
+            Phase::Begin => f.write_str("begin"),
+            Phase::Elements => f.write_str("elements"),
+            Phase::Exchange { step } => write!(f, "exchange step {step}"),
+            Phase::Finish => f.write_str("finish"),
+            Phase::DropTensor => f.write_str("drop of an undelivered tensor"),
+            Phase::DropPrepared => f.write_str("drop of prepared inputs"),
+            Phase::DropWork => f.write_str("drop of the work"),
+            Phase::DropOutputs => f.write_str("drop of undelivered outputs"),
+            Phase::CloneDevice => f.write_str("clone of the device handle"),
+        }
+    }
+}
+
+/// A failure of a collective. Within one generation every participating rank receives the same
+/// value (equal `Display` text, equal fields).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum NativeCollectiveError {
+    /// The device list given to a communicator is empty or names a device twice.
+    #[error("invalid device group {devices:?}: {reason}")]
+    InvalidGroup {
+        /// The device indices as given.
+        devices: Vec<u32>,
+        /// What is wrong with them.
+        reason: String,
+    },
+    /// `all_reduce` was called with a rank outside `0..world`.
+    #[error("rank {rank} is outside the world of {world} ranks")]
+    RankOutOfRange {
+        /// The rank given.
+        rank: usize,
+        /// The communicator's world size.
+        world: usize,
+    },
+    /// The ranks of one generation asked for different reduce operations.
+    #[error("ranks asked for different reduce operations in generation {generation}: {}", list_operations(.operations))]
+    ReductionMismatch {
+        /// The generation (0-based count of the communicator's collectives).
+        generation: u64,
+        /// The operation each rank asked for, in rank order.
+        operations: Vec<ReduceOperation>,
+    },
+    /// The device executor returned an error; its message is kept.
+    #[error("device error in {phase}{}: {message}", on_rank(*.rank))]
+    Device {
+        /// Where it failed.
+        phase: Phase,
+        /// The rank whose call failed, for per-rank phases (`prepare`).
+        rank: Option<usize>,
+        /// The executor error's `Display` text.
+        message: String,
+    },
+    /// Device code (or a device value's `Drop`) panicked; the panic was contained.
+    #[error("device panicked in {phase}{}: {message}", on_rank(*.rank))]
+    Panicked {
+        /// Where it panicked.
+        phase: Phase,
+        /// The rank whose call panicked, for per-rank phases.
+        rank: Option<usize>,
+        /// The panic payload, when it was a string.
+        message: String,
+    },
+    /// `finish` returned a number of outputs other than the world size.
+    #[error("the device returned {actual} outputs for {expected} ranks")]
+    OutputCount {
+        /// The world size.
+        expected: usize,
+        /// What `finish` returned.
+        actual: usize,
+    },
+    /// `abort` was called on the communicator; sticky for every unpublished generation and every
+    /// later call.
+    #[error("the communicator was aborted: {reason}")]
+    Aborted {
+        /// The reason given to the first `abort`.
+        reason: String,
+    },
+    /// A rank's deadline passed before its generation completed; this aborted the communicator.
+    #[error("rank {rank} timed out after {timeout:?} in generation {generation}: {}", stragglers(.missing))]
+    TimedOut {
+        /// The rank whose deadline passed first.
+        rank: usize,
+        /// The generation it was waiting on.
+        generation: u64,
+        /// The timeout it was given.
+        timeout: Duration,
+        /// The ranks that never arrived in that generation (or, for a rank waiting to enter,
+        /// the ranks that had not yet left the previous one). Empty when every rank had arrived
+        /// and the ring itself was still running.
+        missing: Vec<usize>,
+    },
+}
+
+fn list_operations(operations: &[ReduceOperation]) -> String {
+    let names: Vec<String> = operations
+        .iter()
+        .enumerate()
+        .map(|(rank, operation)| format!("rank {rank}: {operation}"))
+        .collect();
+    names.join(", ")
+}
+
+fn on_rank(rank: Option<usize>) -> String {
+    rank.map(|rank| format!(" on rank {rank}"))
+        .unwrap_or_default()
+}
+
+fn stragglers(missing: &[usize]) -> String {
+    if missing.is_empty() {
+        "every rank had arrived and the ring was still running".to_owned()
+    } else {
+        format!("ranks {missing:?} never arrived")
+    }
+}

@@ -1,0 +1,59 @@
+//! The synchronisation facade: the only way `ruccl-core` (and the simulated device) touches
+//! threads, locks, condition variables and atomics.
+//!
+//! One backend is compiled in:
+//!
+//! | cfg               | backend            | used for                                  |
+//! |-------------------|--------------------|-------------------------------------------|
+//! | (none)            | [`std`](mod@std)   | production and real-thread tests         |
+//! | `ruccl_loom`      | `loom`             | exhaustive model checking                 |
+//! | `ruccl_shuttle`   | `shuttle`          | randomized / PCT model checking           |
+//!
+//! The API is the narrowest the three share, in the style of tokio's loom shim: [`Mutex::lock`]
+//! cannot fail (poisoning is dropped, because the core never panics while holding a lock and the
+//! state stays consistent where a foreign panic could unwind), [`Condvar::wait`] may wake
+//! spuriously (and under shuttle it *does*, on purpose), and waiting with a deadline goes through
+//! [`Deadline`], which never reads the clock under a checker, so replays stay deterministic.
+//!
+//! Everything a checker must see has to come from here: a `std::sync` type used directly is
+//! invisible to loom and shuttle. `core/clippy.toml` forbids the std types outside the std backend.
+
+#[cfg(all(ruccl_loom, ruccl_shuttle))]
+compile_error!(
+    "`--cfg ruccl_loom` and `--cfg ruccl_shuttle` are mutually exclusive: pick one checker"
+);
+
+#[cfg(not(any(ruccl_loom, ruccl_shuttle)))]
+#[path = "std.rs"]
+mod backend;
+
+#[cfg(all(ruccl_loom, not(ruccl_shuttle)))]
+#[path = "loom.rs"]
+mod backend;
+
+#[cfg(all(ruccl_shuttle, not(ruccl_loom)))]
+#[path = "shuttle.rs"]
+mod backend;
+
+mod lock;
+
+pub use backend::{Arc, Deadline, atomic, thread};
+pub use lock::{Condvar, Mutex, MutexGuard};
+
+/// `true` when a model checker (loom or shuttle) provides the primitives.
+pub const CHECKED: bool = backend::CHECKED;
+
+/// How many times a waiter polls for progress before it parks on a condition variable.
+///
+/// Spinning only pays while every rank has a core to itself, so with more ranks than cores the
+/// budget is zero and waiters park at once. Under a checker the budget is a single poll and yield:
+/// the spin path is still explored, but adds only a couple of scheduling points.
+pub fn spin_budget(world: usize) -> u32 {
+    backend::spin_budget(world)
+}
+
+/// One pause inside a spin: a CPU spin hint early on, a yield to the scheduler later (and always a
+/// yield under a checker, which needs it to make progress).
+pub fn spin_pause(iteration: u32) {
+    backend::spin_pause(iteration)
+}

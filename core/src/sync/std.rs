@@ -1,0 +1,74 @@
+//! The production backend: `std`'s primitives and the real clock.
+
+use std::time::{Duration, Instant};
+
+pub use std::sync::{Arc, atomic};
+pub use std::thread;
+
+pub(super) use std::sync::{Condvar as RawCondvar, Mutex as RawMutex, MutexGuard as RawGuard};
+
+pub(super) const CHECKED: bool = false;
+
+/// Polls before parking when every rank has a core: about 10–50 µs of spinning and yielding,
+/// longer than a typical rendezvous, shorter than the cost of a wasted core.
+const SPIN_POLLS: u32 = 4096;
+/// Polls that use the CPU's spin hint before falling back to yielding the core.
+const SPIN_HINTS: u32 = 64;
+
+pub(super) fn spurious_wakeup() -> bool {
+    false
+}
+
+pub(super) fn wait_timeout<'a, T>(
+    condvar: &RawCondvar,
+    guard: RawGuard<'a, T>,
+    timeout: Duration,
+) -> (RawGuard<'a, T>, bool) {
+    match condvar.wait_timeout(guard, timeout) {
+        Ok((guard, result)) => (guard, result.timed_out()),
+        Err(poisoned) => {
+            let (guard, result) = poisoned.into_inner();
+            (guard, result.timed_out())
+        }
+    }
+}
+
+pub(super) fn spin_budget(world: usize) -> u32 {
+    let cores = thread::available_parallelism().map_or(1, usize::from);
+    if world <= cores { SPIN_POLLS } else { 0 }
+}
+
+pub(super) fn spin_pause(iteration: u32) {
+    if iteration < SPIN_HINTS {
+        std::hint::spin_loop();
+    } else {
+        thread::yield_now();
+    }
+}
+
+/// A point in time after which a wait gives up; `None` inside means "never".
+#[derive(Clone, Copy, Debug)]
+pub struct Deadline(Option<Instant>);
+
+impl Deadline {
+    /// A deadline that never passes.
+    pub fn never() -> Self {
+        Self(None)
+    }
+
+    /// The deadline `timeout` from now (never, if that overflows the clock).
+    pub fn after(timeout: Duration) -> Self {
+        Self(Instant::now().checked_add(timeout))
+    }
+
+    /// Time left, `Some(ZERO)` once passed, `None` for a deadline that never passes.
+    pub fn remaining(&self) -> Option<Duration> {
+        self.0
+            .map(|at| at.saturating_duration_since(Instant::now()))
+    }
+
+    /// Whether the deadline has passed.
+    pub fn expired(&self) -> bool {
+        self.remaining().is_some_and(|left| left.is_zero())
+    }
+}

@@ -1,0 +1,379 @@
+//! A small host-memory test device with scripted faults, shared by the core's integration tests.
+#![allow(dead_code)] // each test binary uses a different part of it
+
+use ruccl_core::{DeviceId, NativeCollectiveDevice, NativeCollectiveError, ReduceOperation};
+use std::ops::Range;
+use std::sync::{Arc, Condvar, Mutex, Once};
+
+/// Where a scripted fault fires.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Site {
+    Prepare {
+        rank: usize,
+    },
+    Begin,
+    Exchange {
+        step: usize,
+    },
+    Finish,
+    /// `finish` returns this many outputs instead of one per rank.
+    OutputCount(usize),
+}
+
+/// What the fault does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Action {
+    Fail,
+    Panic,
+}
+
+#[derive(Default)]
+struct Script {
+    fault: Option<(Site, Action)>,
+    /// Set while `exchange` must block until released (simulating a hung device).
+    hang: bool,
+    /// The number of `exchange` calls currently blocked.
+    hung: usize,
+    /// Panic in `clone` once this many more clones have happened.
+    clone_panics_after: Option<usize>,
+    /// Let the work's `Drop` panic in the next generation.
+    bomb_work: bool,
+}
+
+/// The test device: each rank's tensor is a `Vec<i64>` tagged with its device.
+#[derive(Default)]
+pub struct TestDevice {
+    script: Arc<(Mutex<Script>, Condvar)>,
+}
+
+impl Clone for TestDevice {
+    fn clone(&self) -> Self {
+        let mut script = self.script.0.lock().unwrap();
+        if let Some(left) = script.clone_panics_after.as_mut() {
+            if *left == 0 {
+                script.clone_panics_after = None;
+                drop(script);
+                panic!("injected panic in clone");
+            }
+            *left -= 1;
+        }
+        Self {
+            script: Arc::clone(&self.script),
+        }
+    }
+}
+
+/// A tensor on one device. With `bomb` set, dropping it panics.
+#[derive(Debug, PartialEq)]
+pub struct Tensor {
+    pub device: DeviceId,
+    pub values: Vec<i64>,
+    pub bomb: bool,
+}
+
+impl Tensor {
+    pub fn new(device: u32, values: Vec<i64>) -> Self {
+        Self {
+            device: DeviceId::new(device),
+            values,
+            bomb: false,
+        }
+    }
+
+    pub fn bomb(device: u32, values: Vec<i64>) -> Self {
+        let mut tensor = Self::new(device, values);
+        tensor.bomb = true;
+        tensor
+    }
+
+    /// Defuse and return the values.
+    pub fn into_values(mut self) -> Vec<i64> {
+        self.bomb = false;
+        std::mem::take(&mut self.values)
+    }
+}
+
+impl Drop for Tensor {
+    fn drop(&mut self) {
+        if self.bomb && !std::thread::panicking() {
+            panic!("injected panic in tensor drop");
+        }
+    }
+}
+
+pub struct Work {
+    buffers: Vec<Vec<i64>>,
+    devices: Vec<DeviceId>,
+    operation: ReduceOperation,
+    bomb: bool,
+    step: usize,
+}
+
+impl Drop for Work {
+    fn drop(&mut self) {
+        if self.bomb && !std::thread::panicking() {
+            panic!("injected panic in work drop");
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("test device: {0}")]
+pub struct TestError(pub String);
+
+impl TestDevice {
+    pub fn inject(&self, site: Site, action: Action) {
+        self.script.0.lock().unwrap().fault = Some((site, action));
+    }
+
+    pub fn fault_pending(&self) -> bool {
+        self.script.0.lock().unwrap().fault.is_some()
+    }
+
+    pub fn panic_on_clone_after(&self, clones: usize) {
+        self.script.0.lock().unwrap().clone_panics_after = Some(clones);
+    }
+
+    pub fn bomb_next_work(&self) {
+        self.script.0.lock().unwrap().bomb_work = true;
+    }
+
+    /// Make `exchange` block until `release`.
+    pub fn hang(&self) {
+        self.script.0.lock().unwrap().hang = true;
+    }
+
+    pub fn release(&self) {
+        self.script.0.lock().unwrap().hang = false;
+        self.script.1.notify_all();
+    }
+
+    /// Block until some `exchange` call is hung.
+    pub fn wait_until_hung(&self) {
+        let mut script = self.script.0.lock().unwrap();
+        while script.hung == 0 {
+            script = self.script.1.wait(script).unwrap();
+        }
+    }
+
+    fn fire(&self, site: Site) -> Result<(), TestError> {
+        let mut script = self.script.0.lock().unwrap();
+        match script.fault {
+            Some((at, action)) if at == site => {
+                script.fault = None;
+                drop(script);
+                match action {
+                    Action::Fail => Err(TestError(format!("injected failure at {site:?}"))),
+                    Action::Panic => panic!("injected panic at {site:?}"),
+                }
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+fn combine(operation: ReduceOperation, into: &mut i64, value: i64) {
+    *into = match operation.combining() {
+        ReduceOperation::Sum | ReduceOperation::Mean => into.wrapping_add(value),
+        ReduceOperation::Product => into.wrapping_mul(value),
+        ReduceOperation::Min => (*into).min(value),
+        ReduceOperation::Max => (*into).max(value),
+    };
+}
+
+impl NativeCollectiveDevice for TestDevice {
+    type Tensor = Tensor;
+    type Prepared = Tensor;
+    type Work = Work;
+    type Error = TestError;
+
+    fn prepare(&self, tensor: Tensor, device: DeviceId) -> Result<Tensor, TestError> {
+        let rank = device.index() as usize;
+        self.fire(Site::Prepare { rank })?;
+        if tensor.device != device {
+            return Err(TestError(format!(
+                "tensor on {} given for {device}",
+                tensor.device
+            )));
+        }
+        Ok(tensor)
+    }
+
+    fn begin(
+        &self,
+        devices: &[DeviceId],
+        inputs: &[Tensor],
+        operation: ReduceOperation,
+    ) -> Result<Work, TestError> {
+        self.fire(Site::Begin)?;
+        let length = inputs[0].values.len();
+        if inputs.iter().any(|input| input.values.len() != length) {
+            return Err(TestError("inputs differ in length".into()));
+        }
+        let bomb = std::mem::take(&mut self.script.0.lock().unwrap().bomb_work);
+        Ok(Work {
+            buffers: inputs.iter().map(|input| input.values.clone()).collect(),
+            devices: devices.to_vec(),
+            operation,
+            bomb,
+            step: 0,
+        })
+    }
+
+    fn elements(&self, work: &Work) -> usize {
+        work.buffers[0].len()
+    }
+
+    fn exchange(
+        &self,
+        work: &mut Work,
+        ranges: &[Range<usize>],
+        reduce: bool,
+    ) -> Result<(), TestError> {
+        let step = work.step;
+        work.step += 1;
+        {
+            let mut script = self.script.0.lock().unwrap();
+            script.hung += 1;
+            self.script.1.notify_all();
+            while script.hang {
+                script = self.script.1.wait(script).unwrap();
+            }
+            script.hung -= 1;
+        }
+        self.fire(Site::Exchange { step })?;
+        let world = work.buffers.len();
+        let sends: Vec<Vec<i64>> = (0..world)
+            .map(|rank| work.buffers[rank][ranges[rank].clone()].to_vec())
+            .collect();
+        for (rank, sent) in sends.into_iter().enumerate() {
+            let destination = &mut work.buffers[(rank + 1) % world][ranges[rank].clone()];
+            for (into, value) in destination.iter_mut().zip(sent) {
+                if reduce {
+                    combine(work.operation, into, value);
+                } else {
+                    *into = value;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn finish(&self, mut work: Work, operation: ReduceOperation) -> Result<Vec<Tensor>, TestError> {
+        self.fire(Site::Finish)?;
+        let world = work.buffers.len() as i64;
+        let mut outputs: Vec<Tensor> = std::mem::take(&mut work.buffers)
+            .into_iter()
+            .zip(&work.devices)
+            .map(|(mut values, device)| {
+                if operation == ReduceOperation::Mean {
+                    values.iter_mut().for_each(|value| *value /= world);
+                }
+                Tensor::new(device.index(), values)
+            })
+            .collect();
+        let wrong = {
+            let mut script = self.script.0.lock().unwrap();
+            match script.fault {
+                Some((Site::OutputCount(count), _)) => {
+                    script.fault = None;
+                    Some(count)
+                }
+                _ => None,
+            }
+        };
+        if let Some(count) = wrong {
+            outputs.resize_with(count, || Tensor::new(0, Vec::new()));
+        }
+        Ok(outputs)
+    }
+}
+
+/// The expected all-reduce of `inputs`, by a sequential reference.
+pub fn reference(inputs: &[Vec<i64>], operation: ReduceOperation) -> Vec<i64> {
+    let mut result = inputs[0].clone();
+    for input in &inputs[1..] {
+        for (into, &value) in result.iter_mut().zip(input) {
+            combine(operation, into, value);
+        }
+    }
+    if operation == ReduceOperation::Mean {
+        result
+            .iter_mut()
+            .for_each(|value| *value /= inputs.len() as i64);
+    }
+    result
+}
+
+pub type Outcome = Result<Vec<i64>, NativeCollectiveError>;
+
+/// Run one generation: rank `r` submits `inputs[r]` with `operations[r]` from its own thread.
+pub fn run_generation<D>(
+    communicator: &ruccl_core::NativeCommunicator<D>,
+    inputs: Vec<Tensor>,
+    operations: &[ReduceOperation],
+) -> Vec<Outcome>
+where
+    D: NativeCollectiveDevice<Tensor = Tensor>,
+{
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = inputs
+            .into_iter()
+            .zip(operations)
+            .enumerate()
+            .map(|(rank, (tensor, &operation))| {
+                scope.spawn(move || {
+                    communicator
+                        .all_reduce(rank, tensor, operation)
+                        .map(Tensor::into_values)
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|handle| handle.join().unwrap())
+            .collect()
+    })
+}
+
+/// Inputs for `world` ranks: rank r holds `[r+1, r+2, ...]` of `length` elements.
+pub fn ramp(world: usize, length: usize, offset: i64) -> Vec<Vec<i64>> {
+    (0..world)
+        .map(|rank| {
+            (0..length as i64)
+                .map(|i| rank as i64 + 1 + i + offset)
+                .collect()
+        })
+        .collect()
+}
+
+pub fn tensors(inputs: &[Vec<i64>]) -> Vec<Tensor> {
+    inputs
+        .iter()
+        .enumerate()
+        .map(|(rank, values)| Tensor::new(rank as u32, values.clone()))
+        .collect()
+}
+
+pub fn devices(world: usize) -> Vec<DeviceId> {
+    (0..world as u32).map(DeviceId::new).collect()
+}
+
+/// Silence the default panic message for injected panics (they are expected), keep the rest.
+pub fn quiet_injected_panics() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        let default = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            let text = info
+                .payload()
+                .downcast_ref::<String>()
+                .map(String::as_str)
+                .or_else(|| info.payload().downcast_ref::<&str>().copied())
+                .unwrap_or("");
+            if !text.starts_with("injected") {
+                default(info);
+            }
+        }));
+    });
+}
