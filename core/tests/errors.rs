@@ -1,6 +1,8 @@
 //! Every `NativeCollectiveError` variant is reachable, reaches every rank of its generation as the
 //! same value, and leaves the communicator usable (except the sticky aborts).
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests assert by unwrapping
+
 mod common;
 
 use common::{Action, Site, Tensor, TestDevice, devices, ramp, reference, run_generation, tensors};

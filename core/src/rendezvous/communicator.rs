@@ -1,11 +1,12 @@
 //! [`NativeCommunicator`]: one ordered device group and its reusable rendezvous.
 
-use super::state::{Delivery, State, Submission};
+use super::padded::Padded;
+use super::state::{Delivery, Outcome, State, Submission};
 use crate::contain::{device_call, discard};
 use crate::error::{NativeCollectiveError, Phase};
 use crate::ring::ring_all_reduce;
 use crate::sync::atomic::{AtomicUsize, Ordering};
-use crate::sync::{self, Condvar, Deadline, Mutex, MutexGuard};
+use crate::sync::{Backoff, Condvar, Deadline, Mutex, MutexGuard};
 use crate::{DeviceId, NativeCollectiveDevice, ReduceOperation};
 use std::fmt;
 use std::time::Duration;
@@ -25,14 +26,14 @@ pub struct NativeCommunicator<D: NativeCollectiveDevice> {
     devices: Vec<DeviceId>,
     device: D,
     state: Mutex<State<D>>,
-    /// Signalled on every transition a waiter may be waiting for (publish, close, abort), and
+    /// Signalled after every transition a waiter may be waiting for (publish, close, abort), and
     /// only when `State::sleepers > 0`.
     changed: Condvar,
-    /// Bumped (under the lock) on the same transitions, so that waiters can spin on it without
-    /// taking the lock before they park.
-    progress: AtomicUsize,
-    /// Polls a waiter spends on `progress` before parking.
-    spin: u32,
+    /// Bumped after the same transitions, once the lock is released, so that waiters can spin
+    /// on it without touching the lock before they park. On a cache line of its own.
+    progress: Padded<AtomicUsize>,
+    /// How a waiter polls `progress` before parking.
+    backoff: Backoff,
 }
 
 impl<D: NativeCollectiveDevice> NativeCommunicator<D> {
@@ -46,8 +47,8 @@ impl<D: NativeCollectiveDevice> NativeCommunicator<D> {
             device,
             state: Mutex::new(State::new(world)),
             changed: Condvar::new(),
-            progress: AtomicUsize::new(0),
-            spin: sync::spin_budget(world),
+            progress: Padded(AtomicUsize::new(0)),
+            backoff: Backoff::for_world(world),
         })
     }
 
@@ -157,24 +158,26 @@ impl<D: NativeCollectiveDevice> NativeCommunicator<D> {
             return Err(error);
         }
         let (generation, submissions) = state.deposit(rank, submission);
+        let mut published = false;
         if let Some(submissions) = submissions {
             drop(state);
-            let deliveries = self.execute(generation, submissions);
+            let outcome = self.execute(generation, submissions);
             state = self.state.lock();
             if let Some(error) = state.aborted().cloned() {
                 // An abort landed while the ring ran: it wins over this generation.
                 drop(state);
-                discard(deliveries);
+                discard(outcome);
                 return Err(error);
             }
-            state.publish(deliveries);
-            self.changed(&state);
+            state.publish(outcome);
+            published = true;
         }
-        self.leave(state, rank, generation, &deadline, timeout)
+        self.leave(state, rank, generation, &deadline, timeout, published)
     }
 
     /// Wait until `rank`'s delivery of `generation` is published (and take it) or an abort makes
-    /// it never will be.
+    /// it never will be. `published` says the caller has just published the generation, which
+    /// must be announced once the lock is released.
     fn leave(
         &self,
         state: Guard<'_, D>,
@@ -182,6 +185,7 @@ impl<D: NativeCollectiveDevice> NativeCommunicator<D> {
         generation: u64,
         deadline: &Deadline,
         timeout: Option<Duration>,
+        published: bool,
     ) -> Delivery<D::Tensor> {
         let taken = self.wait_for(state, deadline, |state| {
             // A published delivery is checked first: a published generation is delivered whole
@@ -193,8 +197,8 @@ impl<D: NativeCollectiveDevice> NativeCommunicator<D> {
         });
         match taken {
             Ok((state, (delivery, closed))) => {
-                if closed {
-                    self.changed(&state);
+                if published || closed {
+                    self.announce(state);
                 }
                 delivery
             }
@@ -202,23 +206,15 @@ impl<D: NativeCollectiveDevice> NativeCommunicator<D> {
         }
     }
 
-    /// The last arriver's work: check the submissions agree, run the ring (lock released), and
-    /// turn the outcome into one delivery per rank.
+    /// The last arriver's work: check the submissions agree and run the ring (lock released).
+    /// The outcome is every rank's output, or the one error every rank receives.
     fn execute(
         &self,
         generation: u64,
         submissions: Vec<Submission<D::Prepared>>,
-    ) -> Vec<Delivery<D::Tensor>> {
-        let world = self.world_size();
-        let outcome =
-            self.agreed_inputs(generation, submissions)
-                .and_then(|(inputs, operation)| {
-                    ring_all_reduce(&self.device, &self.devices, inputs, operation)
-                });
-        match outcome {
-            Ok(outputs) => outputs.into_iter().map(Ok).collect(),
-            Err(error) => (0..world).map(|_| Err(error.clone())).collect(),
-        }
+    ) -> Outcome<D::Tensor> {
+        let (inputs, operation) = self.agreed_inputs(generation, submissions)?;
+        ring_all_reduce(&self.device, &self.devices, inputs, operation)
     }
 
     /// The prepared inputs and the operation every rank agreed on, or the generation's error:
@@ -228,10 +224,12 @@ impl<D: NativeCollectiveDevice> NativeCommunicator<D> {
         generation: u64,
         submissions: Vec<Submission<D::Prepared>>,
     ) -> Result<(Vec<D::Prepared>, ReduceOperation), NativeCollectiveError> {
-        let operations: Vec<ReduceOperation> =
-            submissions.iter().map(|entry| entry.operation).collect();
-        let agreed = operations[0];
-        if operations.iter().any(|&operation| operation != agreed) {
+        // `submissions` holds one entry per rank and a world has at least one rank.
+        let agreed = submissions
+            .first()
+            .map_or(ReduceOperation::Sum, |entry| entry.operation);
+        if submissions.iter().any(|entry| entry.operation != agreed) {
+            let operations = submissions.iter().map(|entry| entry.operation).collect();
             discard(submissions);
             return Err(NativeCollectiveError::ReductionMismatch {
                 generation,
@@ -270,15 +268,17 @@ impl<D: NativeCollectiveDevice> NativeCommunicator<D> {
         if let Some(value) = ready(&mut state) {
             return Ok((state, value));
         }
-        if self.spin > 0 {
-            // Poll without the lock: every transition a waiter wants bumps `progress` under it.
+        // Poll without the lock first: every transition a waiter wants bumps `progress` once
+        // the transition is visible under the lock. The budget bounds polls and re-checks alike.
+        let mut budget = self.backoff.polls();
+        while budget > 0 {
             let seen = self.progress.load(Ordering::Acquire);
             drop(state);
-            let mut polls = 0;
-            while polls < self.spin && self.progress.load(Ordering::Acquire) == seen {
-                sync::spin_pause(polls);
-                polls += 1;
+            while budget > 0 && self.progress.load(Ordering::Acquire) == seen {
+                self.backoff.pause();
+                budget -= 1;
             }
+            budget = budget.saturating_sub(1);
             state = self.state.lock();
             if let Some(value) = ready(&mut state) {
                 return Ok((state, value));
@@ -298,10 +298,15 @@ impl<D: NativeCollectiveDevice> NativeCommunicator<D> {
         }
     }
 
-    /// Announce a transition to spinning and parked waiters. Called with the lock held.
-    fn changed(&self, state: &State<D>) {
+    /// Release the lock, then announce the transition just made under it to spinning waiters
+    /// (through `progress`) and to parked ones (through the condition variable, only if some rank
+    /// was parked when the lock was released: any rank parking later re-checks its condition
+    /// under the lock first, and sees the transition).
+    fn announce(&self, state: Guard<'_, D>) {
+        let wake = state.sleepers > 0;
+        drop(state);
         self.progress.fetch_add(1, Ordering::Release);
-        if state.sleepers > 0 {
+        if wake {
             self.changed.notify_all();
         }
     }
@@ -338,11 +343,9 @@ impl<D: NativeCollectiveDevice> NativeCommunicator<D> {
     ) -> NativeCollectiveError {
         let (deposits, first) = state.abort(error.clone());
         if !first {
-            let winner = state.aborted().cloned().unwrap_or(error);
-            return winner;
+            return state.aborted().cloned().unwrap_or(error);
         }
-        self.changed(&state);
-        drop(state);
+        self.announce(state);
         discard(deposits);
         error
     }

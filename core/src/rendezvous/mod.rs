@@ -6,6 +6,7 @@
 //!   running the ring, aborting).
 
 mod communicator;
+mod padded;
 mod state;
 
 pub use communicator::NativeCommunicator;

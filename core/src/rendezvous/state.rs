@@ -48,6 +48,9 @@ pub(super) struct Submission<P> {
 /// One rank's result, as delivered.
 pub(super) type Delivery<T> = Result<T, NativeCollectiveError>;
 
+/// A generation's result: one output per rank, in rank order, or the error every rank receives.
+pub(super) type Outcome<T> = Result<Vec<T>, NativeCollectiveError>;
+
 /// The guarded rendezvous state of one communicator.
 pub(super) struct State<D: NativeCollectiveDevice> {
     /// The generation being collected, run or delivered. Incremented only when a generation
@@ -124,15 +127,21 @@ impl<D: NativeCollectiveDevice> State<D> {
         (self.generation, Some(submissions))
     }
 
-    /// Publish the running generation's deliveries (one per rank, in rank order); the stage
-    /// becomes `Delivering`. Requires `Running` and no abort.
-    pub(super) fn publish(&mut self, deliveries: Vec<Delivery<D::Tensor>>) {
+    /// Publish the running generation's outcome; the stage becomes `Delivering`. Requires
+    /// `Running`, no abort, and (for `Ok`) exactly one output per rank, which the ring driver
+    /// guarantees by turning any other count into `OutputCount`.
+    pub(super) fn publish(&mut self, outcome: Outcome<D::Tensor>) {
         debug_assert!(self.stage == Stage::Running && self.aborted.is_none());
-        debug_assert_eq!(deliveries.len(), self.outputs.len());
-        self.undelivered = deliveries.len();
-        for (slot, delivery) in self.outputs.iter_mut().zip(deliveries) {
-            *slot = Some(delivery);
+        match outcome {
+            Ok(outputs) => {
+                debug_assert_eq!(outputs.len(), self.outputs.len());
+                for (slot, output) in self.outputs.iter_mut().zip(outputs) {
+                    *slot = Some(Ok(output));
+                }
+            }
+            Err(error) => self.outputs.fill_with(|| Some(Err(error.clone()))),
         }
+        self.undelivered = self.outputs.len();
         self.stage = Stage::Delivering;
     }
 

@@ -43,17 +43,43 @@ pub use lock::{Condvar, Mutex, MutexGuard};
 /// `true` when a model checker (loom or shuttle) provides the primitives.
 pub const CHECKED: bool = backend::CHECKED;
 
-/// How many times a waiter polls for progress before it parks on a condition variable.
+/// How a waiter polls for progress before it parks on a condition variable.
 ///
-/// Spinning only pays while every rank has a core to itself, so with more ranks than cores the
-/// budget is zero and waiters park at once. Under a checker the budget is a single poll and yield:
-/// the spin path is still explored, but adds only a couple of scheduling points.
-pub fn spin_budget(world: usize) -> u32 {
-    backend::spin_budget(world)
+/// Spinning only pays while the rank being waited for is running. With every rank on a core of
+/// its own, a waiter polls with the CPU's spin hint (no system calls: a wake-up is noticed within
+/// nanoseconds). With more ranks than cores, every poll yields the core instead, so the rank that
+/// must make progress gets to run. Either way the polls are bounded, then the waiter parks.
+/// Under a checker the budget is one poll and one yield: the spin path is still explored, but
+/// adds only a couple of scheduling points.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Backoff {
+    polls: u32,
+    yielding: bool,
 }
 
-/// One pause inside a spin: a CPU spin hint early on, a yield to the scheduler later (and always a
-/// yield under a checker, which needs it to make progress).
-pub fn spin_pause(iteration: u32) {
-    backend::spin_pause(iteration)
+impl Backoff {
+    /// The policy for `world` ranks on this machine.
+    pub fn for_world(world: usize) -> Self {
+        let (polls, yielding) = backend::backoff(world);
+        Self { polls, yielding }
+    }
+
+    /// How many polls before parking.
+    pub fn polls(&self) -> u32 {
+        self.polls
+    }
+
+    /// Whether each poll yields the core (rather than using the spin hint).
+    pub fn yields(&self) -> bool {
+        self.yielding
+    }
+
+    /// One pause between polls.
+    pub fn pause(&self) {
+        if self.yielding {
+            thread::yield_now();
+        } else {
+            std::hint::spin_loop();
+        }
+    }
 }

@@ -34,10 +34,6 @@ pub(super) fn wait_timeout<'a, T>(
     (guard, false)
 }
 
-pub(super) fn spin_budget(_world: usize) -> u32 {
-    1
-}
-
-pub(super) fn spin_pause(_iteration: u32) {
-    thread::yield_now();
+pub(super) fn backoff(_world: usize) -> (u32, bool) {
+    (1, true)
 }

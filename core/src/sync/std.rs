@@ -9,11 +9,13 @@ pub(super) use std::sync::{Condvar as RawCondvar, Mutex as RawMutex, MutexGuard 
 
 pub(super) const CHECKED: bool = false;
 
-/// Polls before parking when every rank has a core: about 10–50 µs of spinning and yielding,
-/// longer than a typical rendezvous, shorter than the cost of a wasted core.
-const SPIN_POLLS: u32 = 4096;
-/// Polls that use the CPU's spin hint before falling back to yielding the core.
-const SPIN_HINTS: u32 = 64;
+/// Polls with the spin hint before parking when every rank has a core: roughly 30–100 µs,
+/// far longer than a rendezvous of ranks that are all running, and short enough that a rank left
+/// waiting for a slow peer soon gives its core back.
+const SPIN_POLLS: u32 = 1 << 12;
+/// Polls that each yield the core, when ranks outnumber cores: every yield lets a rank that
+/// must make progress run, at the price of a system call.
+const YIELD_POLLS: u32 = 64;
 
 pub(super) fn spurious_wakeup() -> bool {
     false
@@ -33,16 +35,12 @@ pub(super) fn wait_timeout<'a, T>(
     }
 }
 
-pub(super) fn spin_budget(world: usize) -> u32 {
+pub(super) fn backoff(world: usize) -> (u32, bool) {
     let cores = thread::available_parallelism().map_or(1, usize::from);
-    if world <= cores { SPIN_POLLS } else { 0 }
-}
-
-pub(super) fn spin_pause(iteration: u32) {
-    if iteration < SPIN_HINTS {
-        std::hint::spin_loop();
+    if world <= cores {
+        (SPIN_POLLS, false)
     } else {
-        thread::yield_now();
+        (YIELD_POLLS, true)
     }
 }
 

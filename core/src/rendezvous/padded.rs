@@ -1,0 +1,16 @@
+//! Keeps a hot value on a cache line of its own.
+
+use std::ops::Deref;
+
+/// `T` aligned (and so padded) to 128 bytes: two 64-byte lines, since adjacent-line prefetch makes
+/// neighbours of a contended line contend too. The rendezvous puts the `progress` counter that
+/// waiters spin on here, away from the mutex the other ranks write.
+#[repr(align(128))]
+pub(super) struct Padded<T>(pub(super) T);
+
+impl<T> Deref for Padded<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        &self.0
+    }
+}
