@@ -2,7 +2,7 @@
 //! harnesses (the conformance suite, the perf CLI) move values onto and off any device.
 
 use half::{bf16, f16};
-use ruccl_core::{DeviceId, NativeCollectiveDevice};
+use ruccl_core::{DeviceId, NativeCollectiveDevice, ReduceOperation};
 use std::fmt;
 use std::str::FromStr;
 
@@ -159,4 +159,12 @@ pub trait HostTensors: NativeCollectiveDevice {
 
     /// Copy a tensor's elements back to the host.
     fn download(&self, tensor: &Self::Tensor) -> Result<HostValues, Self::Error>;
+
+    /// Whether `begin` accepts `operation` on `element_type` elements. The conformance suite checks
+    /// the supported combinations' results and that `begin` rejects the others with an error.
+    /// Every combination is supported unless an adapter says otherwise.
+    fn supports(&self, element_type: ElementType, operation: ReduceOperation) -> bool {
+        let _ = (element_type, operation);
+        true
+    }
 }

@@ -1,7 +1,33 @@
 //! # ruccl-sim
 //!
-//! Everything that lets ruCCL be checked without a GPU: host-side element types and values shared
-//! by every device adapter ([`host`]).
-#![allow(missing_docs)] // placeholder until the sim crate lands
+//! Everything that lets ruCCL be checked without a GPU:
+//!
+//! | module            | job                                                                   |
+//! |-------------------|-----------------------------------------------------------------------|
+//! | [`host`]          | element types, host values, [`HostTensors`] (upload/download)         |
+//! | `device`          | [`SimDevice`]: host memory as device memory, strict about the contract |
+//! | [`ledger`]        | per-link, per-rank, per-generation traffic and the lower-bound ratio  |
+//! | [`cost`]          | the α–β link model that prices a generation                           |
+//! | [`fault`]         | [`FaultyDevice`]: injects errors and panics into any device           |
+//! | [`conformance`]   | the device conformance suite, generic over any [`HostTensors`]        |
+//!
+//! Shared state (the ledger, the fault counters, the suite's queues) goes through
+//! [`ruccl_core::sync`], so the simulated and faulty devices run unchanged under loom
+//! (`--cfg ruccl_loom`) and shuttle (`--cfg ruccl_shuttle`).
 
+pub mod conformance;
+pub mod cost;
+mod device;
+pub mod fault;
 pub mod host;
+pub mod ledger;
+mod rng;
+
+pub use cost::{LinkModel, LinkModelError};
+pub use device::{
+    DEFAULT_LEDGER_RETENTION, SimDevice, SimDeviceBuilder, SimError, SimPrepared, SimTensor,
+    SimWork,
+};
+pub use fault::{FaultPlan, FaultSpec, FaultyDevice, FaultyError, FaultyTensor};
+pub use host::{ElementType, HostTensors, HostValues};
+pub use ledger::{GenerationTraffic, Ledger, StepTraffic};

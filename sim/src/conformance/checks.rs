@@ -1,0 +1,441 @@
+//! Checks that drive the device directly through the executor trait: `exchange` semantics with
+//! crafted ranges, a manually driven ring schedule, and every validation error.
+//!
+//! Crafted inputs are small integers (`1 + 16·rank + index`, at most 128), so every element type
+//! holds them, their pairwise sums (at most 241 < 256, exact even in bf16) and the ring sums of
+//! the schedule check exactly: these results are compared for equality.
+
+use super::ConformanceConfig;
+use super::driver::{Driver, call, refuses, release};
+use super::report::{ConformanceFailure, ConformanceReport};
+use crate::host::{ElementType, HostTensors, HostValues};
+use half::{bf16, f16};
+use ruccl_core::{DeviceId, ReduceOperation, RingSchedule, balanced_ranges};
+use std::ops::Range;
+
+/// One crafted step: what every rank sends, and whether receivers combine.
+type Step = (Vec<Range<usize>>, bool);
+
+/// Small integers as host values of `element_type`.
+fn host_values(element_type: ElementType, values: &[i64]) -> HostValues {
+    match element_type {
+        ElementType::F32 => HostValues::F32(values.iter().map(|&v| v as f32).collect()),
+        ElementType::F64 => HostValues::F64(values.iter().map(|&v| v as f64).collect()),
+        ElementType::F16 => {
+            HostValues::F16(values.iter().map(|&v| f16::from_f64(v as f64)).collect())
+        }
+        ElementType::BF16 => {
+            HostValues::BF16(values.iter().map(|&v| bf16::from_f64(v as f64)).collect())
+        }
+        ElementType::I32 => HostValues::I32(values.iter().map(|&v| v as i32).collect()),
+        ElementType::I64 => HostValues::I64(values.to_vec()),
+    }
+}
+
+/// The crafted input of `rank`: `1 + 16·rank + index`.
+fn crafted(rank: usize, length: usize) -> Vec<i64> {
+    (0..length)
+        .map(|index| (1 + 16 * rank + index) as i64)
+        .collect()
+}
+
+/// The sequential model of the executor contract: every send of a step reads the pre-step state;
+/// rank `r`'s range lands on rank `(r + 1) % W` only.
+fn model(mut state: Vec<Vec<i64>>, steps: &[Step], operation: ReduceOperation) -> Vec<Vec<i64>> {
+    let world = state.len();
+    for (ranges, reduce) in steps {
+        let before = state.clone();
+        for (source, range) in ranges.iter().enumerate() {
+            let destination = (source + 1) % world;
+            for index in range.clone() {
+                let theirs = before[source][index];
+                let mine = before[destination][index];
+                state[destination][index] = if !*reduce {
+                    theirs
+                } else {
+                    match operation {
+                        ReduceOperation::Sum | ReduceOperation::Mean => mine + theirs,
+                        ReduceOperation::Product => mine * theirs,
+                        ReduceOperation::Min => mine.min(theirs),
+                        ReduceOperation::Max => mine.max(theirs),
+                    }
+                };
+            }
+        }
+    }
+    state
+}
+
+/// Compare outputs with the model's exact values.
+fn matches(expected: &[Vec<i64>], got: &[HostValues]) -> Result<(), String> {
+    for (rank, (want, have)) in expected.iter().zip(got).enumerate() {
+        if have.len() != want.len() {
+            return Err(format!(
+                "rank {rank}'s output has {} elements, expected {}",
+                have.len(),
+                want.len()
+            ));
+        }
+        for (index, &value) in want.iter().enumerate() {
+            let actual = have.get_f64(index).unwrap_or(f64::NAN);
+            if actual != value as f64 {
+                return Err(format!(
+                    "rank {rank} element {index}: expected {value}, got {actual}"
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// One crafted exchange scenario.
+struct Scenario {
+    check: &'static str,
+    label: &'static str,
+    operation: ReduceOperation,
+    steps: Vec<Step>,
+}
+
+/// The crafted scenarios for a world of `world` ranks and tensors of `2·world` elements.
+fn scenarios(world: usize) -> Vec<Scenario> {
+    let length = 2 * world;
+    let chunks = balanced_ranges(length, world);
+    let own_chunk: Vec<Range<usize>> = chunks.clone();
+    let shared = vec![0..world; world];
+    let shifted: Vec<Range<usize>> = (0..world).map(|rank| rank % 2..rank % 2 + world).collect();
+    vec![
+        Scenario {
+            check: "exchange/combine",
+            label: "sum, each rank sends its own chunk",
+            operation: ReduceOperation::Sum,
+            steps: vec![(own_chunk.clone(), true)],
+        },
+        Scenario {
+            check: "exchange/combine",
+            label: "max, each rank sends its own chunk",
+            operation: ReduceOperation::Max,
+            steps: vec![(own_chunk.clone(), true)],
+        },
+        Scenario {
+            check: "exchange/overwrite",
+            label: "each rank sends its own chunk",
+            operation: ReduceOperation::Sum,
+            steps: vec![(own_chunk.clone(), false)],
+        },
+        Scenario {
+            check: "exchange/pre_step_reads",
+            label: "combine, every rank sends and receives one range",
+            operation: ReduceOperation::Sum,
+            steps: vec![(shared.clone(), true)],
+        },
+        Scenario {
+            check: "exchange/pre_step_reads",
+            label: "overwrite, every rank sends and receives one range",
+            operation: ReduceOperation::Sum,
+            steps: vec![(shared, false)],
+        },
+        Scenario {
+            check: "exchange/pre_step_reads",
+            label: "combine, partially overlapping ranges",
+            operation: ReduceOperation::Sum,
+            steps: vec![(shifted.clone(), true)],
+        },
+        Scenario {
+            check: "exchange/pre_step_reads",
+            label: "overwrite, partially overlapping ranges",
+            operation: ReduceOperation::Sum,
+            steps: vec![(shifted, false)],
+        },
+        Scenario {
+            check: "exchange/empty_step",
+            label: "every range empty",
+            operation: ReduceOperation::Sum,
+            steps: vec![
+                (vec![0..0; world], true),
+                (vec![length..length; world], false),
+            ],
+        },
+        Scenario {
+            check: "exchange/sequence",
+            label: "combine, then overwrite the next chunk",
+            operation: ReduceOperation::Sum,
+            steps: vec![
+                (own_chunk.clone(), true),
+                (
+                    (0..world)
+                        .map(|rank| chunks[(rank + 1) % world].clone())
+                        .collect(),
+                    false,
+                ),
+            ],
+        },
+    ]
+}
+
+/// Every crafted exchange scenario, and the full ring schedule driven by hand, for each world of
+/// at least two ranks and each element type.
+pub(crate) fn exchanges<D: HostTensors>(
+    device: &D,
+    devices_for: &dyn Fn(usize) -> Vec<DeviceId>,
+    config: &ConformanceConfig,
+    report: &mut ConformanceReport,
+) {
+    let driver = Driver { device };
+    for &world in config.worlds.iter().filter(|&&world| world >= 2) {
+        let devices = devices_for(world);
+        if devices.len() != world {
+            continue; // Reported by the all-reduce checks' device-list check.
+        }
+        for &element_type in &config.element_types {
+            let length = 2 * world;
+            let state: Vec<Vec<i64>> = (0..world).map(|rank| crafted(rank, length)).collect();
+            let inputs: Vec<HostValues> = state
+                .iter()
+                .map(|values| host_values(element_type, values))
+                .collect();
+            for scenario in scenarios(world) {
+                if !device.supports(element_type, scenario.operation) {
+                    continue;
+                }
+                let case = format!("W={world} {element_type} n={length}: {}", scenario.label);
+                let expected = model(state.clone(), &scenario.steps, scenario.operation);
+                let outcome = driver
+                    .run(&devices, &inputs, scenario.operation, &scenario.steps)
+                    .and_then(|got| matches(&expected, &got));
+                report.check(failure(scenario.check, &case, outcome));
+            }
+            schedule(&driver, &devices, element_type, report);
+        }
+    }
+}
+
+/// Drive the whole ring schedule by hand on an uneven length: every rank must end with the sum.
+fn schedule<D: HostTensors>(
+    driver: &Driver<'_, D>,
+    devices: &[DeviceId],
+    element_type: ElementType,
+    report: &mut ConformanceReport,
+) {
+    let world = devices.len();
+    let operation = ReduceOperation::Sum;
+    if !driver.device.supports(element_type, operation) {
+        return;
+    }
+    let length = 2 * world + 1;
+    let state: Vec<Vec<i64>> = (0..world)
+        .map(|rank| {
+            (0..length)
+                .map(|index| ((rank + index) % 5) as i64)
+                .collect()
+        })
+        .collect();
+    let inputs: Vec<HostValues> = state
+        .iter()
+        .map(|values| host_values(element_type, values))
+        .collect();
+    let steps: Vec<Step> = RingSchedule::new(world, length)
+        .steps()
+        .map(|step| (step.ranges, step.reduce))
+        .collect();
+    let sums: Vec<i64> = (0..length)
+        .map(|index| state.iter().map(|values| values[index]).sum())
+        .collect();
+    let expected = vec![sums; world];
+    let case = format!("W={world} {element_type} n={length}: sum over the ring schedule");
+    let outcome = driver
+        .run(devices, &inputs, operation, &steps)
+        .and_then(|got| matches(&expected, &got));
+    report.check(failure("exchange/schedule", &case, outcome));
+}
+
+fn failure(check: &str, case: &str, outcome: Result<(), String>) -> Result<(), ConformanceFailure> {
+    outcome.map_err(|detail| ConformanceFailure {
+        check: check.to_owned(),
+        case: case.to_owned(),
+        detail,
+    })
+}
+
+/// Every validation the contract asks of a device, on a world of no ranks and of two ranks (if
+/// the configuration has a world of two or more): each must be an error, neither `Ok` nor a panic.
+pub(crate) fn validations<D: HostTensors>(
+    device: &D,
+    devices_for: &dyn Fn(usize) -> Vec<DeviceId>,
+    config: &ConformanceConfig,
+    report: &mut ConformanceReport,
+) {
+    let outcome = refuses("begin with no ranks", || {
+        device.begin(&[], &[], ReduceOperation::Sum)
+    });
+    report.check(failure("validation/begin/empty_world", "W=0", outcome));
+    if !config.worlds.iter().any(|&world| world >= 2) {
+        report
+            .skipped
+            .push("the two-rank validations: no configured world has two ranks".to_owned());
+        return;
+    }
+    let devices = devices_for(2);
+    let [first, second] = devices[..] else {
+        report.check(failure(
+            "validation",
+            "W=2",
+            Err(format!(
+                "the device list for 2 ranks has {} devices",
+                devices.len()
+            )),
+        ));
+        return;
+    };
+    let driver = Driver { device };
+    let element_type = config
+        .element_types
+        .first()
+        .copied()
+        .unwrap_or(ElementType::F32);
+    let other_type = ElementType::ALL
+        .into_iter()
+        .find(|&candidate| candidate != element_type)
+        .unwrap_or(ElementType::I32);
+    let operation = ReduceOperation::ALL
+        .into_iter()
+        .find(|&operation| device.supports(element_type, operation))
+        .unwrap_or(ReduceOperation::Sum);
+    let values = |rank: usize, length: usize| host_values(element_type, &crafted(rank, length));
+    let case = format!("W=2 {element_type} {operation}");
+
+    // prepare: a tensor on another device than the one named.
+    let outcome = call("upload", || device.upload(first, &values(0, 4))).and_then(|tensor| {
+        refuses("prepare of a tensor on another device", || {
+            device.prepare(tensor, second)
+        })
+    });
+    report.check(failure("validation/prepare/wrong_device", &case, outcome));
+
+    // begin: input count, empty world, lengths, element types, devices.
+    let begin_refuses =
+        |what: &str, devices: &[DeviceId], inputs: Result<Vec<D::Prepared>, String>| {
+            let inputs = inputs?;
+            let outcome = refuses(what, || device.begin(devices, &inputs, operation));
+            release("drop of prepared inputs", inputs)?;
+            outcome
+        };
+    let outcome = begin_refuses(
+        "begin with fewer inputs than devices",
+        &devices,
+        driver.prepare_all(&devices[..1], &[values(0, 4)]),
+    );
+    report.check(failure("validation/begin/input_count", &case, outcome));
+    let outcome = begin_refuses(
+        "begin with inputs of 4 and 5 elements",
+        &devices,
+        driver.prepare_all(&devices, &[values(0, 4), values(1, 5)]),
+    );
+    report.check(failure("validation/begin/length_mismatch", &case, outcome));
+    let outcome = begin_refuses(
+        &format!("begin with {element_type} and {other_type} inputs"),
+        &devices,
+        driver.prepare_all(
+            &devices,
+            &[values(0, 4), host_values(other_type, &crafted(1, 4))],
+        ),
+    );
+    report.check(failure(
+        "validation/begin/element_type_mismatch",
+        &case,
+        outcome,
+    ));
+    let outcome = begin_refuses(
+        "begin with each rank's input on the other rank's device",
+        &devices,
+        driver.prepare_all(&[second, first], &[values(1, 4), values(0, 4)]),
+    );
+    report.check(failure("validation/begin/wrong_device", &case, outcome));
+    for checked_type in ElementType::ALL {
+        for unsupported in ReduceOperation::ALL {
+            if device.supports(checked_type, unsupported) {
+                continue;
+            }
+            report
+                .unsupported
+                .push(format!("{unsupported} on {checked_type}"));
+            let inputs = driver.prepare_all(
+                &devices,
+                &[
+                    host_values(checked_type, &crafted(0, 4)),
+                    host_values(checked_type, &crafted(1, 4)),
+                ],
+            );
+            let outcome = inputs.and_then(|inputs| {
+                let outcome = refuses("begin with an unsupported operation", || {
+                    device.begin(&devices, &inputs, unsupported)
+                });
+                release("drop of prepared inputs", inputs)?;
+                outcome
+            });
+            let case = format!("W=2 {checked_type} {unsupported}");
+            report.check(failure(
+                "validation/begin/unsupported_operation",
+                &case,
+                outcome,
+            ));
+        }
+    }
+
+    // exchange: range count, bounds, inverted ranges.
+    #[allow(clippy::reversed_empty_ranges)] // an inverted range is the point of this case
+    let inverted = vec![3..1, 0..0];
+    let bad_steps: [(&str, &str, Vec<Range<usize>>); 4] = [
+        (
+            "validation/exchange/range_count",
+            "exchange with one range for two ranks",
+            std::iter::once(0..2).collect(),
+        ),
+        (
+            "validation/exchange/range_count",
+            "exchange with three ranges for two ranks",
+            vec![0..1, 1..2, 2..3],
+        ),
+        (
+            "validation/exchange/out_of_bounds",
+            "exchange with a range past the end",
+            vec![0..2, 3..5],
+        ),
+        (
+            "validation/exchange/inverted_range",
+            "exchange with a range 3..1",
+            inverted,
+        ),
+    ];
+    for (check, what, ranges) in bad_steps {
+        let outcome = exchange_refuses(
+            &driver,
+            &devices,
+            [values(0, 4), values(1, 4)],
+            operation,
+            what,
+            &ranges,
+        );
+        report.check(failure(check, &case, outcome));
+    }
+}
+
+/// Begin a valid generation, expect `exchange(ranges)` to be refused, and drop everything.
+fn exchange_refuses<D: HostTensors>(
+    driver: &Driver<'_, D>,
+    devices: &[DeviceId],
+    values: [HostValues; 2],
+    operation: ReduceOperation,
+    what: &str,
+    ranges: &[Range<usize>],
+) -> Result<(), String> {
+    let device = driver.device;
+    let inputs = driver.prepare_all(devices, &values)?;
+    let work = call("begin", || device.begin(devices, &inputs, operation));
+    let outcome = work.and_then(|mut work| {
+        let outcome = refuses(what, || device.exchange(&mut work, ranges, true));
+        release("drop of the work", work)?;
+        outcome
+    });
+    release("drop of prepared inputs", inputs)?;
+    outcome
+}

@@ -1,0 +1,156 @@
+//! Calls into the device under test, each contained: an error becomes its message, a panic (in
+//! the call, in rendering the error, or in dropping a device value) becomes a description of the
+//! panic. Nothing a device does can unwind into the suite.
+
+use crate::host::{HostTensors, HostValues};
+use ruccl_core::{DeviceId, ReduceOperation};
+use std::any::Any;
+use std::ops::Range;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+
+/// Run device code; a panic becomes `Err("... panicked: message")`.
+pub(crate) fn contained<T>(what: &str, call: impl FnOnce() -> T) -> Result<T, String> {
+    catch_unwind(AssertUnwindSafe(call))
+        .map_err(|payload| format!("{what} panicked: {}", panic_message(payload)))
+}
+
+/// Run a fallible device call; its error or panic becomes a message naming `what`.
+pub(crate) fn call<T, E: std::error::Error>(
+    what: &str,
+    call: impl FnOnce() -> Result<T, E>,
+) -> Result<T, String> {
+    contained(what, || call().map_err(|error| error.to_string()))?
+        .map_err(|message| format!("{what} failed: {message}"))
+}
+
+/// Drop a device value; a panicking `Drop` becomes a message.
+pub(crate) fn release<T>(what: &str, value: T) -> Result<(), String> {
+    contained(what, move || drop(value))
+}
+
+/// Expect `call` to be refused with an error: `Ok` and panics are failures.
+pub(crate) fn refuses<T, E: std::error::Error>(
+    what: &str,
+    call: impl FnOnce() -> Result<T, E>,
+) -> Result<(), String> {
+    match contained(what, || call().map_err(|error| error.to_string()))? {
+        Err(_) => Ok(()),
+        Ok(accepted) => {
+            release("drop of the accepted value", accepted)?;
+            Err(format!("{what} returned Ok; it must return an error"))
+        }
+    }
+}
+
+fn panic_message(payload: Box<dyn Any + Send>) -> String {
+    let message = if let Some(text) = payload.downcast_ref::<&str>() {
+        (*text).to_owned()
+    } else if let Some(text) = payload.downcast_ref::<String>() {
+        text.clone()
+    } else {
+        "a non-string payload".to_owned()
+    };
+    // The payload is device data too.
+    let _ = catch_unwind(AssertUnwindSafe(move || drop(payload)));
+    message
+}
+
+/// Drives a device directly through the executor trait, one contained call at a time.
+pub(crate) struct Driver<'a, D> {
+    pub(crate) device: &'a D,
+}
+
+impl<D: HostTensors> Driver<'_, D> {
+    /// Upload `values` to `device` and prepare it there.
+    pub(crate) fn prepared(
+        &self,
+        device: DeviceId,
+        values: &HostValues,
+    ) -> Result<D::Prepared, String> {
+        let tensor = call("upload", || self.device.upload(device, values))?;
+        call("prepare", || self.device.prepare(tensor, device))
+    }
+
+    /// Upload and prepare one input per rank.
+    pub(crate) fn prepare_all(
+        &self,
+        devices: &[DeviceId],
+        values: &[HostValues],
+    ) -> Result<Vec<D::Prepared>, String> {
+        let mut prepared = Vec::with_capacity(values.len());
+        for (&device, values) in devices.iter().zip(values) {
+            match self.prepared(device, values) {
+                Ok(input) => prepared.push(input),
+                Err(message) => {
+                    release("drop of prepared inputs", prepared)?;
+                    return Err(message);
+                }
+            }
+        }
+        Ok(prepared)
+    }
+
+    /// Run `begin`, the given steps, and `finish`, and download every output. The prepared inputs
+    /// live until `finish` returns, as under a communicator.
+    pub(crate) fn run(
+        &self,
+        devices: &[DeviceId],
+        values: &[HostValues],
+        operation: ReduceOperation,
+        steps: &[(Vec<Range<usize>>, bool)],
+    ) -> Result<Vec<HostValues>, String> {
+        let inputs = self.prepare_all(devices, values)?;
+        let outcome = self.run_prepared(devices, values, &inputs, operation, steps);
+        release("drop of prepared inputs", inputs)?;
+        let outputs = outcome?;
+        if outputs.len() != devices.len() {
+            let count = outputs.len();
+            release("drop of outputs", outputs)?;
+            return Err(format!(
+                "finish returned {count} outputs for {} ranks",
+                devices.len()
+            ));
+        }
+        self.download_all(outputs)
+    }
+
+    fn run_prepared(
+        &self,
+        devices: &[DeviceId],
+        values: &[HostValues],
+        inputs: &[D::Prepared],
+        operation: ReduceOperation,
+        steps: &[(Vec<Range<usize>>, bool)],
+    ) -> Result<Vec<D::Tensor>, String> {
+        let mut work = call("begin", || self.device.begin(devices, inputs, operation))?;
+        let expected = values.first().map_or(0, HostValues::len);
+        match contained("elements", || self.device.elements(&work)) {
+            Ok(length) if length == expected => {}
+            outcome => {
+                release("drop of the work", work)?;
+                return Err(match outcome {
+                    Ok(length) => format!("elements() is {length} for inputs of {expected}"),
+                    Err(message) => message,
+                });
+            }
+        }
+        for (index, (ranges, reduce)) in steps.iter().enumerate() {
+            let what = format!("exchange step {index}");
+            if let Err(message) = call(&what, || self.device.exchange(&mut work, ranges, *reduce)) {
+                release("drop of the work", work)?;
+                return Err(message);
+            }
+        }
+        call("finish", || self.device.finish(work, operation))
+    }
+
+    /// Download every output, then drop them.
+    pub(crate) fn download_all(&self, outputs: Vec<D::Tensor>) -> Result<Vec<HostValues>, String> {
+        let values: Result<Vec<HostValues>, String> = outputs
+            .iter()
+            .map(|output| call("download", || self.device.download(output)))
+            .collect();
+        release("drop of outputs", outputs)?;
+        values
+    }
+}

@@ -1,0 +1,154 @@
+//! Element arithmetic of the simulated device: how two elements combine under each
+//! [`ReduceOperation`] and how `Mean` scales a sum, for every [`ElementType`](crate::host::ElementType).
+//!
+//! The semantics (integers wrap, integer `Mean` rounds toward zero, float `Mean` divides once,
+//! halves round once through f32) are documented on [`SimDevice`](crate::SimDevice).
+
+use half::{bf16, f16};
+
+/// An element type the simulated device computes on.
+pub(crate) trait Element: Copy + Send + Sync + 'static {
+    /// `a + b` in the element type (wrapping for integers).
+    fn sum(a: Self, b: Self) -> Self;
+    /// `a * b` in the element type (wrapping for integers).
+    fn product(a: Self, b: Self) -> Self;
+    /// The smaller of `a` and `b` (a NaN loses).
+    fn min(a: Self, b: Self) -> Self;
+    /// The larger of `a` and `b` (a NaN loses).
+    fn max(a: Self, b: Self) -> Self;
+    /// `self / world`: correctly rounded for floats, toward zero for integers. `world >= 1`.
+    fn divide(self, world: usize) -> Self;
+}
+
+impl Element for f32 {
+    fn sum(a: Self, b: Self) -> Self {
+        a + b
+    }
+    fn product(a: Self, b: Self) -> Self {
+        a * b
+    }
+    fn min(a: Self, b: Self) -> Self {
+        a.min(b)
+    }
+    fn max(a: Self, b: Self) -> Self {
+        a.max(b)
+    }
+    fn divide(self, world: usize) -> Self {
+        // Worlds are small (ranks of one process), so the conversion is exact.
+        self / world as f32
+    }
+}
+
+impl Element for f64 {
+    fn sum(a: Self, b: Self) -> Self {
+        a + b
+    }
+    fn product(a: Self, b: Self) -> Self {
+        a * b
+    }
+    fn min(a: Self, b: Self) -> Self {
+        a.min(b)
+    }
+    fn max(a: Self, b: Self) -> Self {
+        a.max(b)
+    }
+    fn divide(self, world: usize) -> Self {
+        self / world as f64
+    }
+}
+
+/// Implements [`Element`] for a 16-bit float by computing in f32 and rounding back once.
+macro_rules! half_element {
+    ($type:ty) => {
+        impl Element for $type {
+            fn sum(a: Self, b: Self) -> Self {
+                <$type>::from_f32(a.to_f32() + b.to_f32())
+            }
+            fn product(a: Self, b: Self) -> Self {
+                <$type>::from_f32(a.to_f32() * b.to_f32())
+            }
+            fn min(a: Self, b: Self) -> Self {
+                <$type>::from_f32(a.to_f32().min(b.to_f32()))
+            }
+            fn max(a: Self, b: Self) -> Self {
+                <$type>::from_f32(a.to_f32().max(b.to_f32()))
+            }
+            fn divide(self, world: usize) -> Self {
+                <$type>::from_f32(self.to_f32() / world as f32)
+            }
+        }
+    };
+}
+
+half_element!(f16);
+half_element!(bf16);
+
+/// Implements [`Element`] for a two's complement integer.
+macro_rules! integer_element {
+    ($type:ty) => {
+        impl Element for $type {
+            fn sum(a: Self, b: Self) -> Self {
+                a.wrapping_add(b)
+            }
+            fn product(a: Self, b: Self) -> Self {
+                a.wrapping_mul(b)
+            }
+            fn min(a: Self, b: Self) -> Self {
+                Ord::min(a, b)
+            }
+            fn max(a: Self, b: Self) -> Self {
+                Ord::max(a, b)
+            }
+            fn divide(self, world: usize) -> Self {
+                // `/` on integers truncates toward zero. A world that does not fit the type
+                // (impossible for ranks of one process) divides everything to zero.
+                match <$type>::try_from(world) {
+                    Ok(world) if world > 0 => self / world,
+                    _ => 0,
+                }
+            }
+        }
+    };
+}
+
+integer_element!(i32);
+integer_element!(i64);
+
+#[cfg(test)]
+mod tests {
+    use super::Element;
+    use half::{bf16, f16};
+
+    #[test]
+    fn integer_mean_rounds_toward_zero() {
+        assert_eq!(7i32.divide(2), 3);
+        assert_eq!((-7i32).divide(2), -3);
+        assert_eq!((-1i64).divide(3), 0);
+        assert_eq!(i64::MIN.divide(1), i64::MIN);
+    }
+
+    #[test]
+    fn integer_sum_and_product_wrap() {
+        assert_eq!(i32::sum(i32::MAX, 1), i32::MIN);
+        assert_eq!(i64::product(i64::MAX, 2), -2);
+    }
+
+    #[test]
+    fn half_types_round_once_per_combine() {
+        // 2048 + 1 is not representable in f16 (11-bit significand); ties round to even.
+        assert_eq!(
+            f16::sum(f16::from_f32(2048.0), f16::from_f32(1.0)),
+            f16::from_f32(2048.0)
+        );
+        assert_eq!(
+            bf16::sum(bf16::from_f32(256.0), bf16::from_f32(3.0)),
+            bf16::from_f32(260.0)
+        );
+    }
+
+    #[test]
+    fn float_min_and_max_prefer_numbers_over_nan() {
+        assert_eq!(<f32 as Element>::min(f32::NAN, 1.0), 1.0);
+        assert_eq!(<f64 as Element>::max(2.0, f64::NAN), 2.0);
+    }
+}

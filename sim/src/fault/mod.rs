@@ -1,0 +1,358 @@
+//! [`FaultyDevice`]: a decorator that wraps *any* [`NativeCollectiveDevice`] and injects the
+//! faults of a [`FaultPlan`] — errors and panics in `prepare`, `begin`, `exchange` (at a chosen
+//! step), `finish`, a wrong number of outputs, and panics in the `Drop` of a prepared input, of
+//! the work, or of an output — for a chosen rank and generation.
+//!
+//! | file         | job                                                  |
+//! |--------------|------------------------------------------------------|
+//! | `mod.rs`     | the decorator and its trait impls                    |
+//! | `values.rs`  | [`FaultyTensor`], [`FaultyPrepared`], [`FaultyWork`] |
+//! | `error.rs`   | [`FaultyError`], [`FaultPoint`]                      |
+//! | `plan.rs`    | [`FaultSpec`], [`FaultPlan`], seeded random plans    |
+//! | `parse.rs`   | the text form of specs and plans                     |
+//!
+//! ## Generations
+//!
+//! The decorator counts generations itself. Each device's `prepare` calls are numbered 0, 1, 2, …;
+//! a prepared input carries its number, and `begin` (with the `exchange` and `finish` calls on
+//! its work) belongs to the number rank 0's input carries. Driven by a communicator, whose ranks
+//! each prepare once per generation, that is the communicator's generation — also when a
+//! generation fails in `prepare` and never reaches `begin`.
+
+mod error;
+mod parse;
+mod plan;
+mod values;
+
+pub use error::{FaultPoint, FaultyError};
+pub use parse::{ParseFaultError, ParsePlanError};
+pub use plan::{DropTarget, FaultAction, FaultPlan, FaultSite, FaultSpec, RandomPlan};
+pub use values::{FaultyPrepared, FaultyTensor, FaultyWork};
+
+use crate::host::{ElementType, HostTensors, HostValues};
+use error::attributed;
+use ruccl_core::sync::{Arc, Mutex};
+use ruccl_core::{DeviceId, NativeCollectiveDevice, ReduceOperation};
+use std::cell::Cell;
+use std::collections::BTreeMap;
+use std::fmt;
+use std::ops::Range;
+use values::Lent;
+
+/// A fault that fired (or, for a drop fault, a value that was armed to panic).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FiredFault {
+    /// The spec that fired.
+    pub spec: FaultSpec,
+    /// The rank of the call (per-rank sites) or the spec's rank (others).
+    pub rank: Option<usize>,
+    /// The generation it fired in.
+    pub generation: u64,
+}
+
+/// The decorator's shared state; clones of a [`FaultyDevice`] share one.
+struct Shared {
+    /// Rank `r`'s device is `devices[r]`; used to name the rank of a `prepare`.
+    devices: Vec<DeviceId>,
+    plan: FaultPlan,
+    tally: Mutex<Tally>,
+}
+
+/// Counters, under the lock.
+#[derive(Default)]
+struct Tally {
+    /// The number of `prepare` calls per device so far: the next one's generation.
+    prepares: BTreeMap<DeviceId, u64>,
+    /// `begin` calls so far: the generation of a `begin` without inputs.
+    begins: u64,
+    /// Every fault that fired, in order.
+    fired: Vec<FiredFault>,
+}
+
+/// A device that behaves like `D` except where its [`FaultPlan`] injects a fault.
+///
+/// Its values wrap `D`'s: [`FaultyTensor`], [`FaultyPrepared`], [`FaultyWork`]. Its error is
+/// [`FaultyError`], whose `Device` variant displays `D`'s error unchanged. Clones share the plan
+/// and the counters, through [`ruccl_core::sync`], so the decorator runs under loom and shuttle
+/// (create it inside the model there). Only `prepare`, `begin` and a fault that fires take the
+/// counters' lock; `exchange` and `finish` read the immutable plan without it.
+pub struct FaultyDevice<D> {
+    inner: D,
+    shared: Arc<Shared>,
+}
+
+impl<D: Clone> Clone for FaultyDevice<D> {
+    fn clone(&self) -> Self {
+        Self {
+            inner: self.inner.clone(),
+            shared: Arc::clone(&self.shared),
+        }
+    }
+}
+
+impl<D> fmt::Debug for FaultyDevice<D> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FaultyDevice")
+            .field("devices", &self.shared.devices)
+            .field("plan", &self.shared.plan.to_string())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<D: NativeCollectiveDevice> FaultyDevice<D> {
+    /// Wrap `inner`, which serves ranks on `devices` (rank `r` on `devices[r]`), injecting `plan`.
+    /// A `prepare` on a device outside `devices` has no rank: only rank-free faults hit it.
+    pub fn new(inner: D, devices: Vec<DeviceId>, plan: FaultPlan) -> Self {
+        Self {
+            inner,
+            shared: Arc::new(Shared {
+                devices,
+                plan,
+                tally: Mutex::new(Tally::default()),
+            }),
+        }
+    }
+
+    /// The wrapped device.
+    pub fn inner(&self) -> &D {
+        &self.inner
+    }
+
+    /// The plan.
+    pub fn plan(&self) -> &FaultPlan {
+        &self.shared.plan
+    }
+
+    /// Every fault that fired so far (drop faults: every value armed), in order.
+    pub fn fired(&self) -> Vec<FiredFault> {
+        self.shared.tally.lock().fired.clone()
+    }
+
+    /// The first spec at a site accepted by `select` that applies to `rank` in `generation`.
+    fn find(
+        &self,
+        rank: Option<usize>,
+        generation: u64,
+        select: impl Fn(&FaultSite) -> bool,
+    ) -> Option<FaultSpec> {
+        self.shared
+            .plan
+            .specs()
+            .iter()
+            .find(|spec| select(&spec.site) && spec.applies(rank, generation))
+            .copied()
+    }
+
+    fn log(&self, spec: FaultSpec, rank: Option<usize>, generation: u64) {
+        let rank = if spec.site.is_per_rank() {
+            rank
+        } else {
+            spec.rank
+        };
+        self.shared.tally.lock().fired.push(FiredFault {
+            spec,
+            rank,
+            generation,
+        });
+    }
+
+    /// Fire the error-or-panic fault, if any, planned for `point`.
+    fn strike(
+        &self,
+        point: FaultPoint,
+        rank: Option<usize>,
+        generation: u64,
+    ) -> Result<(), FaultyError<D::Error>> {
+        let spec = self.find(rank, generation, |site| match (site, point) {
+            (FaultSite::Prepare(_), FaultPoint::Prepare)
+            | (FaultSite::Begin(_), FaultPoint::Begin)
+            | (FaultSite::Finish(_), FaultPoint::Finish) => true,
+            (FaultSite::Exchange { step, .. }, FaultPoint::Exchange { step: actual }) => {
+                step.is_none_or(|step| step == actual)
+            }
+            _ => false,
+        });
+        let Some(spec) = spec else {
+            return Ok(());
+        };
+        let action = match spec.site {
+            FaultSite::Prepare(action)
+            | FaultSite::Begin(action)
+            | FaultSite::Finish(action)
+            | FaultSite::Exchange { action, .. } => action,
+            FaultSite::Outputs { .. } | FaultSite::Drop(_) => return Ok(()),
+        };
+        self.log(spec, rank, generation);
+        let rank = if spec.site.is_per_rank() {
+            rank
+        } else {
+            spec.rank
+        };
+        match action {
+            FaultAction::Error => Err(FaultyError::Injected {
+                point,
+                rank,
+                generation,
+            }),
+            FaultAction::Panic => panic!(
+                "injected panic in {point}{} in generation {generation}",
+                attributed(rank)
+            ),
+        }
+    }
+
+    /// The panic message for a value to be dropped, if a drop fault targets it.
+    fn arm(&self, target: DropTarget, rank: Option<usize>, generation: u64) -> Option<String> {
+        let spec = self.find(rank, generation, |site| *site == FaultSite::Drop(target))?;
+        self.log(spec, rank, generation);
+        let what = match target {
+            DropTarget::Prepared => "a prepared input",
+            DropTarget::Work => "the work",
+            DropTarget::Output => "an output",
+        };
+        Some(format!(
+            "injected panic in drop of {what}{} in generation {generation}",
+            attributed(rank)
+        ))
+    }
+}
+
+impl<D: NativeCollectiveDevice> NativeCollectiveDevice for FaultyDevice<D> {
+    type Tensor = FaultyTensor<D::Tensor>;
+    type Prepared = FaultyPrepared<D::Prepared>;
+    type Work = FaultyWork<D::Work>;
+    type Error = FaultyError<D::Error>;
+
+    fn prepare(
+        &self,
+        mut tensor: Self::Tensor,
+        device: DeviceId,
+    ) -> Result<Self::Prepared, Self::Error> {
+        let rank = self.shared.devices.iter().position(|&d| d == device);
+        let generation = {
+            let mut tally = self.shared.tally.lock();
+            let count = tally.prepares.entry(device).or_insert(0);
+            let generation = *count;
+            *count += 1;
+            generation
+        };
+        self.strike(FaultPoint::Prepare, rank, generation)?;
+        let inner = tensor.inner.take().ok_or(FaultyError::PhantomTensor)?;
+        // An armed wrapper (an output handed back in) panics here, as a device's would.
+        drop(tensor);
+        let prepared = self
+            .inner
+            .prepare(inner, device)
+            .map_err(FaultyError::Device)?;
+        Ok(FaultyPrepared {
+            inner: Cell::new(Some(prepared)),
+            rank,
+            generation,
+            bomb: self.arm(DropTarget::Prepared, rank, generation),
+        })
+    }
+
+    fn begin(
+        &self,
+        devices: &[DeviceId],
+        inputs: &[Self::Prepared],
+        operation: ReduceOperation,
+    ) -> Result<Self::Work, Self::Error> {
+        let generation = {
+            let mut tally = self.shared.tally.lock();
+            let begins = tally.begins;
+            tally.begins += 1;
+            inputs.first().map_or(begins, |input| input.generation)
+        };
+        self.strike(FaultPoint::Begin, None, generation)?;
+        let lent = Lent::take(inputs).map_err(|rank| FaultyError::PreparedInUse { rank })?;
+        let work = self
+            .inner
+            .begin(devices, &lent.values, operation)
+            .map_err(FaultyError::Device)?;
+        drop(lent);
+        Ok(FaultyWork {
+            inner: Some(work),
+            generation,
+            next_step: 0,
+            bomb: self.arm(DropTarget::Work, None, generation),
+        })
+    }
+
+    fn elements(&self, work: &Self::Work) -> usize {
+        // `inner` is only `None` inside `finish`, which consumes the work.
+        work.inner
+            .as_ref()
+            .map_or(0, |inner| self.inner.elements(inner))
+    }
+
+    fn exchange(
+        &self,
+        work: &mut Self::Work,
+        ranges: &[Range<usize>],
+        reduce: bool,
+    ) -> Result<(), Self::Error> {
+        let step = work.next_step;
+        work.next_step += 1;
+        self.strike(FaultPoint::Exchange { step }, None, work.generation)?;
+        match work.inner.as_mut() {
+            Some(inner) => self
+                .inner
+                .exchange(inner, ranges, reduce)
+                .map_err(FaultyError::Device),
+            // Unreachable: only `finish`, which consumes the work, takes `inner`.
+            None => Ok(()),
+        }
+    }
+
+    fn finish(
+        &self,
+        mut work: Self::Work,
+        operation: ReduceOperation,
+    ) -> Result<Vec<Self::Tensor>, Self::Error> {
+        let generation = work.generation;
+        self.strike(FaultPoint::Finish, None, generation)?;
+        let Some(inner) = work.inner.take() else {
+            // Unreachable: a work reaches `finish` once, with its inner work.
+            return Ok(Vec::new());
+        };
+        let outputs = self
+            .inner
+            .finish(inner, operation)
+            .map_err(FaultyError::Device)?;
+        // An armed work panics here: a device that drops its work inside `finish`.
+        drop(work);
+        let mut outputs: Vec<Self::Tensor> = outputs.into_iter().map(FaultyTensor::new).collect();
+        if let Some(spec) = self.find(None, generation, |site| {
+            matches!(site, FaultSite::Outputs { .. })
+        }) {
+            if let FaultSite::Outputs { count } = spec.site {
+                self.log(spec, None, generation);
+                outputs.truncate(count);
+                outputs.resize_with(count, FaultyTensor::phantom);
+            }
+        }
+        for (rank, output) in outputs.iter_mut().enumerate() {
+            output.bomb = self.arm(DropTarget::Output, Some(rank), generation);
+        }
+        Ok(outputs)
+    }
+}
+
+impl<D: HostTensors> HostTensors for FaultyDevice<D> {
+    fn upload(&self, device: DeviceId, values: &HostValues) -> Result<Self::Tensor, Self::Error> {
+        self.inner
+            .upload(device, values)
+            .map(FaultyTensor::new)
+            .map_err(FaultyError::Device)
+    }
+
+    fn download(&self, tensor: &Self::Tensor) -> Result<HostValues, Self::Error> {
+        let inner = tensor.get().ok_or(FaultyError::PhantomTensor)?;
+        self.inner.download(inner).map_err(FaultyError::Device)
+    }
+
+    fn supports(&self, element_type: ElementType, operation: ReduceOperation) -> bool {
+        self.inner.supports(element_type, operation)
+    }
+}

@@ -1,0 +1,322 @@
+//! The fault decorator, driven through a real communicator with one thread per rank: every fault
+//! site delivers the same error to every rank, and the next generation succeeds.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests assert by unwrapping
+
+use ruccl_core::sync::{Arc, thread};
+use ruccl_core::{DeviceId, NativeCommunicator, ReduceOperation};
+use ruccl_sim::fault::{FaultPlan, FaultyDevice, FaultyTensor, RandomPlan};
+use ruccl_sim::{HostTensors, HostValues, SimDevice};
+use std::panic::{AssertUnwindSafe, catch_unwind};
+
+const WORLD: usize = 3;
+const LENGTH: usize = 7;
+
+type Device = FaultyDevice<SimDevice>;
+
+/// What one rank saw in one generation.
+#[derive(Clone, Debug, PartialEq)]
+enum Seen {
+    /// Its output's values, and whether dropping the output panicked.
+    Output {
+        values: HostValues,
+        drop_panicked: bool,
+    },
+    /// The error's text.
+    Error(String),
+}
+
+fn devices() -> Vec<DeviceId> {
+    (0..WORLD as u32).map(DeviceId::new).collect()
+}
+
+fn input(rank: usize, generation: u64) -> HostValues {
+    HostValues::I64(
+        (0..LENGTH)
+            .map(|index| (rank * 100 + index) as i64 + generation as i64 * 1000)
+            .collect(),
+    )
+}
+
+fn sum(generation: u64) -> HostValues {
+    HostValues::I64(
+        (0..LENGTH)
+            .map(|index| {
+                (0..WORLD)
+                    .map(|rank| (rank * 100 + index) as i64 + generation as i64 * 1000)
+                    .sum()
+            })
+            .collect(),
+    )
+}
+
+/// Run `generations` all-reduces (sum) through a communicator over `plan`; `seen[g][r]`.
+fn run(plan: FaultPlan, generations: u64) -> (Vec<Vec<Seen>>, Device) {
+    let device = FaultyDevice::new(SimDevice::new(), devices(), plan);
+    let communicator = Arc::new(NativeCommunicator::new(devices(), device.clone()).unwrap());
+    let handles: Vec<_> = (0..WORLD)
+        .map(|rank| {
+            let communicator = Arc::clone(&communicator);
+            let device = device.clone();
+            thread::spawn(move || {
+                (0..generations)
+                    .map(|generation| {
+                        let tensor = device
+                            .upload(DeviceId::new(rank as u32), &input(rank, generation))
+                            .unwrap();
+                        match communicator.all_reduce(rank, tensor, ReduceOperation::Sum) {
+                            Ok(output) => seen_output(&device, output),
+                            Err(error) => Seen::Error(error.to_string()),
+                        }
+                    })
+                    .collect::<Vec<Seen>>()
+            })
+        })
+        .collect();
+    let per_rank: Vec<Vec<Seen>> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+    let per_generation = (0..generations as usize)
+        .map(|generation| {
+            per_rank
+                .iter()
+                .map(|seen| seen[generation].clone())
+                .collect()
+        })
+        .collect();
+    (per_generation, device)
+}
+
+fn seen_output(device: &Device, output: FaultyTensor<ruccl_sim::SimTensor>) -> Seen {
+    let values = device.download(&output).unwrap();
+    let drop_panicked = catch_unwind(AssertUnwindSafe(move || drop(output))).is_err();
+    Seen::Output {
+        values,
+        drop_panicked,
+    }
+}
+
+fn assert_generation_succeeded(seen: &[Seen], generation: u64) {
+    for (rank, seen) in seen.iter().enumerate() {
+        assert_eq!(
+            seen,
+            &Seen::Output {
+                values: sum(generation),
+                drop_panicked: false
+            },
+            "rank {rank} in generation {generation}"
+        );
+    }
+}
+
+/// The plan fails generation 1 only: 0 and 2 succeed, every rank of 1 gets one error naming
+/// `expected`.
+fn assert_site_fails_generation_one(plan: &str, expected: &str) {
+    let (seen, device) = run(plan.parse().unwrap(), 3);
+    assert_generation_succeeded(&seen[0], 0);
+    let Seen::Error(first) = &seen[1][0] else {
+        panic!("`{plan}`: rank 0 got {:?}", seen[1][0]);
+    };
+    assert!(
+        first.contains(expected),
+        "`{plan}`: `{first}` lacks `{expected}`"
+    );
+    for (rank, other) in seen[1].iter().enumerate() {
+        assert_eq!(other, &Seen::Error(first.clone()), "`{plan}`: rank {rank}");
+    }
+    assert_generation_succeeded(&seen[2], 2);
+    assert!(!device.fired().is_empty(), "`{plan}`: nothing fired");
+    assert!(device.fired().iter().all(|fired| fired.generation == 1));
+}
+
+#[test]
+fn a_prepare_error_reaches_every_rank() {
+    assert_site_fails_generation_one(
+        "prepare:rank=1:gen=1:error",
+        "device error in prepare on rank 1: injected error in prepare on rank 1 in generation 1",
+    );
+}
+
+#[test]
+fn a_prepare_panic_reaches_every_rank() {
+    assert_site_fails_generation_one(
+        "prepare:rank=2:gen=1:panic",
+        "device panicked in prepare on rank 2: injected panic in prepare on rank 2",
+    );
+}
+
+#[test]
+fn a_begin_error_reaches_every_rank() {
+    assert_site_fails_generation_one(
+        "begin:gen=1:error",
+        "device error in begin: injected error in begin in generation 1",
+    );
+}
+
+#[test]
+fn a_begin_panic_reaches_every_rank() {
+    assert_site_fails_generation_one(
+        "begin:gen=1:panic",
+        "device panicked in begin: injected panic in begin",
+    );
+}
+
+#[test]
+fn an_exchange_error_at_a_chosen_step_reaches_every_rank() {
+    assert_site_fails_generation_one(
+        "exchange:step=2:rank=1:gen=1:error",
+        "device error in exchange step 2: injected error in exchange step 2 on rank 1 in generation 1",
+    );
+}
+
+#[test]
+fn an_exchange_panic_at_the_last_step_reaches_every_rank() {
+    assert_site_fails_generation_one(
+        "exchange:step=3:gen=1:panic",
+        "device panicked in exchange step 3: injected panic in exchange step 3",
+    );
+}
+
+#[test]
+fn a_finish_error_reaches_every_rank() {
+    assert_site_fails_generation_one(
+        "finish:gen=1:error",
+        "device error in finish: injected error in finish",
+    );
+}
+
+#[test]
+fn a_finish_panic_reaches_every_rank() {
+    assert_site_fails_generation_one(
+        "finish:gen=1:panic",
+        "device panicked in finish: injected panic in finish",
+    );
+}
+
+#[test]
+fn too_few_outputs_reach_every_rank_as_an_output_count_error() {
+    assert_site_fails_generation_one(
+        "outputs:count=2:gen=1",
+        "the device returned 2 outputs for 3 ranks",
+    );
+}
+
+#[test]
+fn too_many_outputs_reach_every_rank_as_an_output_count_error() {
+    assert_site_fails_generation_one(
+        "outputs:count=5:gen=1",
+        "the device returned 5 outputs for 3 ranks",
+    );
+}
+
+#[test]
+fn a_panicking_drop_of_a_prepared_input_reaches_every_rank() {
+    assert_site_fails_generation_one(
+        "drop:what=prepared:rank=0:gen=1",
+        "device panicked in drop of prepared inputs: injected panic in drop of a prepared input on rank 0 in generation 1",
+    );
+}
+
+#[test]
+fn a_panicking_drop_of_the_work_reaches_every_rank_from_finish() {
+    assert_site_fails_generation_one(
+        "drop:what=work:gen=1",
+        "device panicked in finish: injected panic in drop of the work in generation 1",
+    );
+}
+
+#[test]
+fn a_panicking_work_drop_after_a_failure_does_not_hide_the_failure() {
+    assert_site_fails_generation_one(
+        "exchange:step=0:gen=1:error,drop:what=work:gen=1",
+        "device error in exchange step 0: injected error in exchange step 0",
+    );
+}
+
+#[test]
+fn a_panicking_output_drop_hits_only_its_holder_after_delivery() {
+    let (seen, _) = run("drop:what=output:rank=2:gen=1".parse().unwrap(), 3);
+    assert_generation_succeeded(&seen[0], 0);
+    for (rank, seen) in seen[1].iter().enumerate() {
+        assert_eq!(
+            seen,
+            &Seen::Output {
+                values: sum(1),
+                drop_panicked: rank == 2
+            },
+            "rank {rank}"
+        );
+    }
+    assert_generation_succeeded(&seen[2], 2);
+}
+
+#[test]
+fn an_undelivered_armed_output_is_contained_by_the_communicator() {
+    // Outputs that are never delivered are dropped by the communicator, which contains the panic.
+    assert_site_fails_generation_one(
+        "outputs:count=4:gen=1,drop:what=output:gen=1",
+        "the device returned 4 outputs for 3 ranks",
+    );
+}
+
+#[test]
+fn seeded_random_plans_keep_agreement_and_spare_unplanned_generations() {
+    for seed in 0..8 {
+        let generations = 10;
+        let plan = FaultPlan::random(RandomPlan {
+            seed,
+            world: WORLD,
+            generations,
+            faults: 3,
+        });
+        let (seen, _) = run(plan.clone(), generations);
+        for (generation, seen) in seen.iter().enumerate() {
+            let planned = plan
+                .specs()
+                .iter()
+                .any(|spec| spec.generation == Some(generation as u64));
+            if !planned {
+                assert_generation_succeeded(seen, generation as u64);
+                continue;
+            }
+            // Agreement: every rank errs with one text, or every rank has the right output.
+            match &seen[0] {
+                Seen::Error(first) => assert!(
+                    seen.iter()
+                        .all(|other| other == &Seen::Error(first.clone())),
+                    "seed {seed} `{plan}` generation {generation}: {seen:?}"
+                ),
+                Seen::Output { .. } => assert!(
+                    seen.iter().all(|other| matches!(other,
+                        Seen::Output { values, .. } if *values == sum(generation as u64))),
+                    "seed {seed} `{plan}` generation {generation}: {seen:?}"
+                ),
+            }
+        }
+    }
+}
+
+#[test]
+fn a_failed_prepare_does_not_shift_the_generation_of_later_faults() {
+    // Generation 1 never reaches `begin`; the finish fault must still strike generation 2.
+    let (seen, device) = run(
+        "prepare:rank=0:gen=1:error,finish:gen=2:error"
+            .parse()
+            .unwrap(),
+        4,
+    );
+    assert_generation_succeeded(&seen[0], 0);
+    for (generation, expected) in [(1, "in prepare on rank 0"), (2, "in finish")] {
+        for seen in &seen[generation] {
+            assert!(
+                matches!(seen, Seen::Error(text) if text.contains(expected)),
+                "generation {generation}: {seen:?}"
+            );
+        }
+    }
+    assert_generation_succeeded(&seen[3], 3);
+    let fired: Vec<u64> = device
+        .fired()
+        .iter()
+        .map(|fired| fired.generation)
+        .collect();
+    assert_eq!(fired, vec![1, 2]);
+}
