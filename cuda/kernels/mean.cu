@@ -1,0 +1,40 @@
+// ruccl-cuda kernels, part 3 of 3: mean, the final scaling of ReduceOperation::Mean.
+//
+// ruccl_mean_<type>(data, n, world): data[i] = data[i] / world, computed as
+// - floating types: data[i] * (1 / world), the reciprocal in the compute type (f32 for f16 and
+//   bf16, f64 for f64), one rounding of the product back to storage;
+// - integers: truncating division (toward zero), as C, Rust's `/` and NCCL's ncclAvg do.
+
+__device__ __forceinline__ float ruccl_scale(float v, unsigned int world) {
+    return v * (1.0f / (float)world);
+}
+__device__ __forceinline__ double ruccl_scale(double v, unsigned int world) {
+    return v * (1.0 / (double)world);
+}
+__device__ __forceinline__ int ruccl_scale(int v, unsigned int world) {
+    return v / (int)world;
+}
+__device__ __forceinline__ long long ruccl_scale(long long v, unsigned int world) {
+    return v / (long long)world;
+}
+
+template <class E>
+__device__ __forceinline__ void ruccl_mean(typename E::Storage* __restrict__ data, ruccl_u64 n,
+                                           unsigned int world) {
+    RUCCL_FOR_EACH_INDEX(i, n) {
+        data[i] = E::store(ruccl_scale(E::load(data[i]), world));
+    }
+}
+
+#define RUCCL_MEAN_KERNEL(TYPE_NAME, E)                                                          \
+    extern "C" __global__ void ruccl_mean_##TYPE_NAME(E::Storage* __restrict__ data, ruccl_u64 n, \
+                                                      unsigned int world) {                      \
+        ruccl_mean<E>(data, n, world);                                                           \
+    }
+
+RUCCL_MEAN_KERNEL(f32, RucclF32)
+RUCCL_MEAN_KERNEL(f64, RucclF64)
+RUCCL_MEAN_KERNEL(f16, RucclF16)
+RUCCL_MEAN_KERNEL(bf16, RucclBF16)
+RUCCL_MEAN_KERNEL(i32, RucclI32)
+RUCCL_MEAN_KERNEL(i64, RucclI64)

@@ -1,0 +1,563 @@
+//! The reduction kernels: CUDA C source, the PTX built from it, and per-context launch tables.
+//!
+//! # PTX strategy
+//!
+//! The source lives in `kernels/{common.cuh,combine.cu,mean.cu}` (concatenated into one
+//! translation unit, [`KERNEL_SOURCE`]). By default the executor loads **PTX generated ahead of
+//! time** and embedded in the crate ([`EMBEDDED_PTX`], `kernels/ruccl_kernels.ptx`), because a GPU
+//! host may lack `libnvrtc` (the target host has it only inside PyTorch's wheel, off the loader
+//! path), and the driver JIT-compiles PTX for whatever GPU it finds. The PTX is produced by
+//! `scripts/gen-ptx.sh` with NVRTC 13.0 — which needs no GPU, so it runs on any x86-64 Linux
+//! machine — for `compute_75`, the oldest architecture CUDA 13 supports, so one file serves every
+//! GPU from Turing to Hopper (the H200 JITs it to `sm_90` at module load). Its ISA version (9.0)
+//! is the newest that driver 580 (CUDA 13.0) accepts. A test checks that the embedded PTX was
+//! generated from the current source (a fingerprint in its header), so an edit to a `.cu` file
+//! without regenerating fails CI.
+//!
+//! Two other sources can be chosen with [`KernelSource`] (or `RUCCL_CUDA_KERNELS`): a PTX file
+//! (e.g. built by `nvcc -ptx` on the GPU host), or NVRTC at run time from [`KERNEL_SOURCE`], when
+//! `libnvrtc` is loadable.
+
+use crate::error::{CudaError, DriverResultExt, Result};
+use cudarc::driver::{
+    CudaContext, CudaFunction, CudaStream, LaunchConfig, PushKernelArg, sys::CUdevice_attribute,
+};
+use cudarc::nvrtc::{CompileOptions, Ptx};
+use ruccl_core::{DeviceId, ReduceOperation};
+use ruccl_sim::host::ElementType;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// The kernel source: `common.cuh`, `combine.cu` and `mean.cu`, concatenated in that order.
+pub const KERNEL_SOURCE: &str = concat!(
+    include_str!("../kernels/common.cuh"),
+    include_str!("../kernels/combine.cu"),
+    include_str!("../kernels/mean.cu"),
+);
+
+/// The PTX generated from [`KERNEL_SOURCE`] by `scripts/gen-ptx.sh`, with its provenance header.
+pub const EMBEDDED_PTX: &str = include_str!("../kernels/ruccl_kernels.ptx");
+
+/// The virtual architecture the PTX is generated for (NVRTC's `--gpu-architecture`).
+pub const PTX_ARCH: &str = "compute_75";
+
+/// The newest PTX ISA version the targeted driver (CUDA 13.0, driver 580) can JIT-compile.
+pub const MAX_PTX_ISA: (u32, u32) = (9, 0);
+
+/// Header line of the generated PTX that records the source fingerprint.
+pub const FINGERPRINT_PREFIX: &str = "// ruccl-source-fnv1a64: ";
+
+/// Threads per block of every kernel launch.
+pub const BLOCK_THREADS: u32 = 256;
+
+/// Resident blocks per multiprocessor the grid is sized for (2048 threads / [`BLOCK_THREADS`]).
+const BLOCKS_PER_MULTIPROCESSOR: u32 = 8;
+
+/// The operator a reduce-scatter step combines with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum CombineOp {
+    /// Addition (also `Mean`'s).
+    Sum,
+    /// Multiplication.
+    Product,
+    /// Minimum.
+    Min,
+    /// Maximum.
+    Max,
+}
+
+impl CombineOp {
+    /// Every operator, in kernel-table order.
+    pub const ALL: [CombineOp; 4] = [
+        CombineOp::Sum,
+        CombineOp::Product,
+        CombineOp::Min,
+        CombineOp::Max,
+    ];
+
+    /// The operator a generation of `operation` combines with (`Mean` combines as `Sum`).
+    pub fn of(operation: ReduceOperation) -> Self {
+        match operation.combining() {
+            ReduceOperation::Sum | ReduceOperation::Mean => CombineOp::Sum,
+            ReduceOperation::Product => CombineOp::Product,
+            ReduceOperation::Min => CombineOp::Min,
+            ReduceOperation::Max => CombineOp::Max,
+        }
+    }
+
+    /// The operator's part of a kernel name.
+    pub const fn kernel_part(self) -> &'static str {
+        match self {
+            CombineOp::Sum => "sum",
+            CombineOp::Product => "prod",
+            CombineOp::Min => "min",
+            CombineOp::Max => "max",
+        }
+    }
+
+    fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// An element type's part of a kernel name.
+pub const fn type_part(element_type: ElementType) -> &'static str {
+    match element_type {
+        ElementType::F32 => "f32",
+        ElementType::F64 => "f64",
+        ElementType::F16 => "f16",
+        ElementType::BF16 => "bf16",
+        ElementType::I32 => "i32",
+        ElementType::I64 => "i64",
+    }
+}
+
+fn type_index(element_type: ElementType) -> usize {
+    match element_type {
+        ElementType::F32 => 0,
+        ElementType::F64 => 1,
+        ElementType::F16 => 2,
+        ElementType::BF16 => 3,
+        ElementType::I32 => 4,
+        ElementType::I64 => 5,
+    }
+}
+
+/// The combine kernel's entry point for `op` on `element_type`, e.g. `ruccl_combine_sum_bf16`.
+pub fn combine_kernel_name(op: CombineOp, element_type: ElementType) -> String {
+    format!(
+        "ruccl_combine_{}_{}",
+        op.kernel_part(),
+        type_part(element_type)
+    )
+}
+
+/// The mean-scaling kernel's entry point for `element_type`, e.g. `ruccl_mean_f16`.
+pub fn mean_kernel_name(element_type: ElementType) -> String {
+    format!("ruccl_mean_{}", type_part(element_type))
+}
+
+/// Every entry point the executor loads: 24 combine kernels, then 6 mean kernels.
+pub fn kernel_names() -> Vec<String> {
+    let combine = ElementType::ALL.into_iter().flat_map(|element_type| {
+        CombineOp::ALL
+            .into_iter()
+            .map(move |op| combine_kernel_name(op, element_type))
+    });
+    let mean = ElementType::ALL.into_iter().map(mean_kernel_name);
+    combine.chain(mean).collect()
+}
+
+/// 64-bit FNV-1a of `bytes`: the fingerprint recorded in the generated PTX's header.
+pub fn fnv1a64(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, &byte| {
+        (hash ^ u64::from(byte)).wrapping_mul(0x0000_0100_0000_01b3)
+    })
+}
+
+/// The fingerprint of the current [`KERNEL_SOURCE`].
+pub fn source_fingerprint() -> u64 {
+    fnv1a64(KERNEL_SOURCE.as_bytes())
+}
+
+/// The provenance header `scripts/gen-ptx.sh` puts before the PTX it generates.
+pub fn ptx_header(compiler: &str) -> String {
+    format!(
+        "// ruccl-cuda reduction kernels. GENERATED by cuda/scripts/gen-ptx.sh from\n\
+         // cuda/kernels/{{common.cuh,combine.cu,mean.cu}}: edit those, then regenerate.\n\
+         // ruccl-compiler: {compiler}, --gpu-architecture={PTX_ARCH}\n\
+         {FINGERPRINT_PREFIX}{:016x}\n",
+        source_fingerprint()
+    )
+}
+
+/// The source fingerprint recorded in a generated PTX's header, if it has one.
+pub fn ptx_fingerprint(ptx: &str) -> Option<u64> {
+    ptx.lines()
+        .find_map(|line| line.strip_prefix(FINGERPRINT_PREFIX))
+        .and_then(|hex| u64::from_str_radix(hex.trim(), 16).ok())
+}
+
+/// The PTX ISA version (`.version major.minor`) a PTX text declares.
+pub fn ptx_isa_version(ptx: &str) -> Option<(u32, u32)> {
+    let version = ptx
+        .lines()
+        .find_map(|line| line.trim().strip_prefix(".version "))?;
+    let (major, minor) = version.trim().split_once('.')?;
+    Some((major.parse().ok()?, minor.parse().ok()?))
+}
+
+/// The target (`.target sm_XX`) a PTX text declares.
+pub fn ptx_target(ptx: &str) -> Option<&str> {
+    ptx.lines()
+        .find_map(|line| line.trim().strip_prefix(".target "))
+        .map(str::trim)
+}
+
+/// The names of the kernels (`.entry`) a PTX text defines.
+pub fn ptx_entries(ptx: &str) -> Vec<&str> {
+    ptx.lines()
+        .filter_map(|line| {
+            let rest = line.trim().strip_prefix(".visible .entry ")?;
+            Some(rest.split('(').next().unwrap_or(rest).trim())
+        })
+        .collect()
+}
+
+/// Where the executor gets its PTX.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum KernelSource {
+    /// The PTX embedded in the crate ([`EMBEDDED_PTX`]). Needs nothing but the driver.
+    #[default]
+    Embedded,
+    /// A PTX file, e.g. `nvcc -ptx` output on the GPU host.
+    PtxFile(PathBuf),
+    /// Compile [`KERNEL_SOURCE`] with NVRTC when the executor is built (needs `libnvrtc`).
+    Nvrtc,
+}
+
+impl KernelSource {
+    /// The environment variable [`KernelSource::from_env`] reads.
+    pub const ENV: &'static str = "RUCCL_CUDA_KERNELS";
+
+    /// Read [`KernelSource::ENV`]: `embedded`, `nvrtc`, or a path to a PTX file. `None` when it is
+    /// unset or empty.
+    pub fn from_env() -> Option<Self> {
+        let value = std::env::var(Self::ENV).ok()?;
+        match value.trim() {
+            "" => None,
+            "embedded" => Some(KernelSource::Embedded),
+            "nvrtc" => Some(KernelSource::Nvrtc),
+            path => Some(KernelSource::PtxFile(PathBuf::from(path))),
+        }
+    }
+
+    /// The PTX text this source gives.
+    pub fn ptx(&self) -> Result<String> {
+        let ptx = match self {
+            KernelSource::Embedded => EMBEDDED_PTX.to_owned(),
+            KernelSource::PtxFile(path) => {
+                std::fs::read_to_string(path).map_err(|error| CudaError::PtxFile {
+                    path: path.display().to_string(),
+                    message: error.to_string(),
+                })?
+            }
+            KernelSource::Nvrtc => compile_with_nvrtc()?,
+        };
+        check_ptx(&ptx)?;
+        Ok(ptx)
+    }
+}
+
+/// Reject PTX that cannot be handed to the driver: empty, without kernels, or with a NUL byte
+/// (cudarc would panic turning it into a C string).
+pub fn check_ptx(ptx: &str) -> Result<()> {
+    if ptx.contains('\0') {
+        return Err(CudaError::InvalidPtx {
+            reason: "contains a NUL byte",
+        });
+    }
+    if ptx_entries(ptx).is_empty() {
+        return Err(CudaError::InvalidPtx {
+            reason: "defines no kernel entry point",
+        });
+    }
+    Ok(())
+}
+
+/// Whether an NVRTC library cudarc can load is present.
+pub fn nvrtc_available() -> bool {
+    // SAFETY: `is_culib_present` opens and closes the NVRTC library candidates, running their
+    // initialisers only; no NVRTC function is called.
+    unsafe { cudarc::nvrtc::sys::is_culib_present() }
+}
+
+/// NVRTC's version as `major.minor`, when NVRTC is loadable.
+pub fn nvrtc_version() -> Option<String> {
+    if !nvrtc_available() {
+        return None;
+    }
+    let (mut major, mut minor) = (0, 0);
+    // SAFETY: NVRTC is loadable (checked above), so cudarc resolves `nvrtcVersion`; both
+    // out-pointers are live locals the library writes once.
+    let status = unsafe { cudarc::nvrtc::sys::nvrtcVersion(&mut major, &mut minor) };
+    (status == cudarc::nvrtc::sys::nvrtcResult::NVRTC_SUCCESS).then(|| format!("{major}.{minor}"))
+}
+
+/// The options [`KERNEL_SOURCE`] is compiled with, at run time and by `gen-ptx.sh`.
+pub fn compile_options() -> CompileOptions {
+    CompileOptions {
+        arch: Some(PTX_ARCH),
+        name: Some("ruccl_kernels.cu".to_owned()),
+        ..CompileOptions::default()
+    }
+}
+
+/// Compile [`KERNEL_SOURCE`] to PTX with NVRTC. Fails with [`CudaError::NvrtcNotFound`] (instead
+/// of cudarc's panic) when no NVRTC library can be loaded.
+pub fn compile_with_nvrtc() -> Result<String> {
+    if !nvrtc_available() {
+        return Err(CudaError::NvrtcNotFound {
+            searched: cudarc::get_lib_name_candidates("nvrtc"),
+        });
+    }
+    let ptx = cudarc::nvrtc::compile_ptx_with_opts(KERNEL_SOURCE, compile_options()).map_err(
+        |error| CudaError::NvrtcCompile {
+            log: match error {
+                cudarc::nvrtc::CompileError::CompileError { nvrtc, log, .. } => {
+                    format!("{nvrtc:?}: {}", log.to_string_lossy())
+                }
+                other => format!("{other:?}"),
+            },
+        },
+    )?;
+    Ok(ptx.to_src())
+}
+
+/// The kernels loaded into one context, and the grid size that fills its GPU.
+pub(crate) struct Kernels {
+    /// `combine[type_index * 4 + op_index]`.
+    combine: Vec<CudaFunction>,
+    /// `mean[type_index]`.
+    mean: Vec<CudaFunction>,
+    /// Blocks that fill the GPU: multiprocessors × resident blocks per multiprocessor.
+    max_blocks: u32,
+}
+
+impl Kernels {
+    /// Load `ptx` into `context` and look up every entry point.
+    pub(crate) fn load(context: &Arc<CudaContext>, ptx: &str, device: DeviceId) -> Result<Self> {
+        let module = context
+            .load_module(Ptx::from_src(ptx))
+            .during("cuModuleLoadData", Some(device))?;
+        let function = |name: String| {
+            module
+                .load_function(&name)
+                .during("cuModuleGetFunction", Some(device))
+        };
+        let mut combine = Vec::with_capacity(ElementType::ALL.len() * CombineOp::ALL.len());
+        for element_type in ElementType::ALL {
+            for op in CombineOp::ALL {
+                combine.push(function(combine_kernel_name(op, element_type))?);
+            }
+        }
+        let mean = ElementType::ALL
+            .into_iter()
+            .map(|element_type| function(mean_kernel_name(element_type)))
+            .collect::<Result<Vec<_>>>()?;
+        let multiprocessors = context
+            .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
+            .during("cuDeviceGetAttribute", Some(device))?;
+        let max_blocks = u32::try_from(multiprocessors.max(1))
+            .unwrap_or(1)
+            .saturating_mul(BLOCKS_PER_MULTIPROCESSOR);
+        Ok(Self {
+            combine,
+            mean,
+            max_blocks,
+        })
+    }
+
+    /// Queue `dst[i] = op(dst[i], src[i])` for `i < len` on `stream`.
+    ///
+    /// # Safety
+    /// `dst` and `src` must be device addresses in `stream`'s context, each valid for `len`
+    /// elements of `element_type`, not overlapping, and not accessed by other streams until the
+    /// kernel completes (the caller orders that with events).
+    pub(crate) unsafe fn combine(
+        &self,
+        stream: &CudaStream,
+        device: DeviceId,
+        (element_type, op): (ElementType, CombineOp),
+        dst: u64,
+        src: u64,
+        len: usize,
+    ) -> Result<()> {
+        if len == 0 {
+            return Ok(());
+        }
+        let function = &self.combine[type_index(element_type) * CombineOp::ALL.len() + op.index()];
+        let count = len as u64;
+        let mut launch = stream.launch_builder(function);
+        launch.arg(&dst).arg(&src).arg(&count);
+        // SAFETY: the kernel's signature is (Storage*, const Storage*, unsigned long long), matched
+        // by two u64 device addresses and a u64 count; the caller guarantees the addresses are
+        // valid for `len` elements in this stream's context, and the grid-stride loop stays
+        // below `len`.
+        unsafe { launch.launch(self.config(len)) }
+            .during("cuLaunchKernel (combine)", Some(device))?;
+        Ok(())
+    }
+
+    /// Queue `data[i] = data[i] / world` (see `mean.cu`) for `i < len` on `stream`.
+    ///
+    /// # Safety
+    /// `data` must be a device address in `stream`'s context, valid for `len` elements of
+    /// `element_type` and not accessed by other streams until the kernel completes.
+    pub(crate) unsafe fn mean(
+        &self,
+        stream: &CudaStream,
+        device: DeviceId,
+        element_type: ElementType,
+        data: u64,
+        len: usize,
+        world: u32,
+    ) -> Result<()> {
+        if len == 0 {
+            return Ok(());
+        }
+        let function = &self.mean[type_index(element_type)];
+        let count = len as u64;
+        let mut launch = stream.launch_builder(function);
+        launch.arg(&data).arg(&count).arg(&world);
+        // SAFETY: the kernel's signature is (Storage*, unsigned long long, unsigned int), matched
+        // by a u64 device address, a u64 count and a u32; the caller guarantees `data` is valid
+        // for `len` elements in this stream's context.
+        unsafe { launch.launch(self.config(len)) }.during("cuLaunchKernel (mean)", Some(device))?;
+        Ok(())
+    }
+
+    fn config(&self, len: usize) -> LaunchConfig {
+        grid_for(len, self.max_blocks)
+    }
+}
+
+/// The launch shape for `len` elements: [`BLOCK_THREADS`] per block, enough blocks to give each
+/// element a thread, capped at `max_blocks` (the grid-stride loop covers the rest).
+pub(crate) fn grid_for(len: usize, max_blocks: u32) -> LaunchConfig {
+    let wanted = len.div_ceil(BLOCK_THREADS as usize);
+    let blocks = u32::try_from(wanted)
+        .unwrap_or(u32::MAX)
+        .clamp(1, max_blocks.max(1));
+    LaunchConfig {
+        grid_dim: (blocks, 1, 1),
+        block_dim: (BLOCK_THREADS, 1, 1),
+        shared_mem_bytes: 0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeSet;
+
+    #[test]
+    fn every_type_and_operator_has_a_distinct_kernel() {
+        let names = kernel_names();
+        assert_eq!(names.len(), 6 * 4 + 6);
+        assert_eq!(names.iter().collect::<BTreeSet<_>>().len(), names.len());
+        assert!(names.contains(&"ruccl_combine_prod_bf16".to_owned()));
+        assert!(names.contains(&"ruccl_mean_i64".to_owned()));
+    }
+
+    #[test]
+    fn mean_combines_with_the_sum_kernel() {
+        assert_eq!(CombineOp::of(ReduceOperation::Mean), CombineOp::Sum);
+        assert_eq!(CombineOp::of(ReduceOperation::Product), CombineOp::Product);
+        assert_eq!(CombineOp::of(ReduceOperation::Min), CombineOp::Min);
+        assert_eq!(CombineOp::of(ReduceOperation::Max), CombineOp::Max);
+    }
+
+    #[test]
+    fn the_source_defines_every_kernel_the_executor_loads() {
+        // The .cu files spell names through macros: check each macro instantiation is there.
+        for element_type in ElementType::ALL {
+            let part = type_part(element_type);
+            let combine = format!("RUCCL_COMBINE_KERNELS_FOR({part}, ");
+            let mean = format!("RUCCL_MEAN_KERNEL({part}, ");
+            assert!(KERNEL_SOURCE.contains(&combine), "{combine}");
+            assert!(KERNEL_SOURCE.contains(&mean), "{mean}");
+        }
+        for op in CombineOp::ALL {
+            let line = format!("RUCCL_COMBINE_KERNEL({}, ", op.kernel_part());
+            assert!(KERNEL_SOURCE.contains(&line), "{line}");
+        }
+    }
+
+    #[test]
+    fn the_embedded_ptx_defines_exactly_the_kernels_the_executor_loads() {
+        let defined: BTreeSet<&str> = ptx_entries(EMBEDDED_PTX).into_iter().collect();
+        let expected = kernel_names();
+        let expected: BTreeSet<&str> = expected.iter().map(String::as_str).collect();
+        assert_eq!(defined, expected);
+    }
+
+    #[test]
+    fn the_embedded_ptx_was_generated_from_the_current_source() {
+        assert_eq!(
+            ptx_fingerprint(EMBEDDED_PTX),
+            Some(source_fingerprint()),
+            "kernels/*.cu changed since kernels/ruccl_kernels.ptx was generated: \
+             run cuda/scripts/gen-ptx.sh"
+        );
+    }
+
+    #[test]
+    fn the_embedded_ptx_is_isa_9_0_or_older_for_sm_75_so_driver_580_jits_it_for_any_gpu() {
+        let isa = ptx_isa_version(EMBEDDED_PTX).expect("the PTX declares its ISA version");
+        assert!(
+            isa <= MAX_PTX_ISA,
+            "PTX ISA {isa:?} is newer than driver 580 accepts"
+        );
+        assert_eq!(ptx_target(EMBEDDED_PTX), Some("sm_75"));
+        assert_eq!(check_ptx(EMBEDDED_PTX).map_err(|e| e.to_string()), Ok(()));
+    }
+
+    #[test]
+    fn ptx_without_kernels_or_with_nul_is_rejected() {
+        assert!(matches!(
+            check_ptx(".version 9.0\n.target sm_75\n"),
+            Err(CudaError::InvalidPtx { .. })
+        ));
+        assert!(matches!(
+            check_ptx(".visible .entry k(\n)\0"),
+            Err(CudaError::InvalidPtx { .. })
+        ));
+    }
+
+    #[test]
+    fn ptx_header_fields_parse_back() {
+        let header = ptx_header("NVRTC 13.0");
+        assert_eq!(ptx_fingerprint(&header), Some(source_fingerprint()));
+        let ptx = ".version 8.7\n.target sm_90a\n.visible .entry ruccl_mean_f32(\n";
+        assert_eq!(ptx_isa_version(ptx), Some((8, 7)));
+        assert_eq!(ptx_target(ptx), Some("sm_90a"));
+        assert_eq!(ptx_entries(ptx), vec!["ruccl_mean_f32"]);
+    }
+
+    #[test]
+    fn fnv1a64_matches_reference_values() {
+        assert_eq!(fnv1a64(b""), 0xcbf2_9ce4_8422_2325);
+        assert_eq!(fnv1a64(b"a"), 0xaf63_dc4c_8601_ec8c);
+    }
+
+    #[test]
+    fn a_missing_ptx_file_is_a_typed_error() {
+        let source = KernelSource::PtxFile(PathBuf::from("/nonexistent/ruccl.ptx"));
+        assert!(matches!(source.ptx(), Err(CudaError::PtxFile { .. })));
+    }
+
+    #[test]
+    fn nvrtc_is_a_typed_error_or_compiles_the_embedded_kernels() {
+        match KernelSource::Nvrtc.ptx() {
+            Err(CudaError::NvrtcNotFound { searched }) => {
+                println!("SKIP: no NVRTC library ({} names tried)", searched.len());
+            }
+            Ok(ptx) => {
+                let defined: BTreeSet<&str> = ptx_entries(&ptx).into_iter().collect();
+                assert_eq!(defined.len(), kernel_names().len());
+            }
+            Err(other) => panic!("NVRTC failed: {other}"),
+        }
+    }
+
+    #[test]
+    fn grids_cover_small_tensors_and_cap_large_ones() {
+        assert_eq!(grid_for(1, 1056).grid_dim, (1, 1, 1));
+        assert_eq!(grid_for(257, 1056).grid_dim, (2, 1, 1));
+        assert_eq!(grid_for(1 << 30, 1056).grid_dim, (1056, 1, 1));
+        assert_eq!(grid_for(1 << 30, 0).grid_dim, (1, 1, 1));
+        assert_eq!(grid_for(10, 8).block_dim, (BLOCK_THREADS, 1, 1));
+    }
+}

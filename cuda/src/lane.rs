@@ -1,0 +1,235 @@
+//! [`Lane`]: one logical device's CUDA resources — context, stream, kernels — and the setup of
+//! all lanes of a device map, including peer access between GPUs.
+
+use crate::buffer::DeviceBuffer;
+use crate::config::{ContextPolicy, CudaConfig};
+use crate::error::{CudaError, DriverCode, DriverResultExt, Result};
+use crate::kernels::Kernels;
+use crate::mapping::DeviceMap;
+use crate::topology::{ContextKind, LaneInfo, PeerLink, PeerStatus, Topology};
+use cudarc::driver::sys::{self, CUresult};
+use cudarc::driver::{CudaContext, CudaStream};
+use ruccl_core::DeviceId;
+use std::collections::{BTreeMap, HashSet};
+use std::sync::{Arc, Mutex, PoisonError};
+
+/// One logical device: where its work runs.
+pub(crate) struct Lane {
+    /// The logical device.
+    pub(crate) device: DeviceId,
+    /// The GPU it runs on.
+    pub(crate) ordinal: usize,
+    /// Its stream: every collective's work for this device is queued here, in order.
+    pub(crate) stream: Arc<CudaStream>,
+    /// The kernels, loaded in the stream's context (shared by lanes that share a context).
+    pub(crate) kernels: Arc<Kernels>,
+    /// A scratch buffer kept between generations (taken by one generation at a time, returned
+    /// after its streams are complete), so steady-state all-reduces allocate no scratch.
+    scratch: Mutex<Option<DeviceBuffer>>,
+}
+
+impl Lane {
+    /// The lane's context.
+    pub(crate) fn context(&self) -> &Arc<CudaContext> {
+        self.stream.context()
+    }
+
+    /// A scratch buffer of at least `bytes` bytes, owned by this lane's stream: the cached one if
+    /// it is big enough, else a new one.
+    pub(crate) fn take_scratch(&self, bytes: usize) -> Result<DeviceBuffer> {
+        let cached = self
+            .scratch
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        match cached {
+            Some(buffer) if buffer.bytes() >= bytes => Ok(buffer),
+            _ => DeviceBuffer::alloc(&self.stream, bytes, self.device),
+        }
+    }
+
+    /// Give a scratch buffer back for later generations. The caller has completed every stream
+    /// that used it. Keeps the larger of the cached and the returned buffer.
+    pub(crate) fn return_scratch(&self, buffer: DeviceBuffer) {
+        let mut cached = self.scratch.lock().unwrap_or_else(PoisonError::into_inner);
+        let keep_returned = cached
+            .as_ref()
+            .is_none_or(|current| current.bytes() < buffer.bytes());
+        if keep_returned {
+            *cached = Some(buffer);
+        }
+    }
+}
+
+/// Create a lane per logical device of `map`, load the kernels (`ptx`) into every context, and
+/// enable peer access between contexts on different GPUs.
+pub(crate) fn build_lanes(
+    map: &DeviceMap,
+    config: &CudaConfig,
+    ptx: &str,
+) -> Result<(BTreeMap<DeviceId, Arc<Lane>>, Topology)> {
+    let mut lanes = BTreeMap::new();
+    let mut topology = Topology::default();
+    for ordinal in map.ordinals() {
+        let devices = map.devices_on(ordinal);
+        let Some(&first) = devices.first() else {
+            continue;
+        };
+        let primary = CudaContext::new(ordinal).during("cuDevicePrimaryCtxRetain", Some(first))?;
+        let gpu_name = primary.name().during("cuDeviceGetName", Some(first))?;
+        let primary_kernels = Arc::new(Kernels::load(&primary, ptx, first)?);
+        for (position, &device) in devices.iter().enumerate() {
+            let (context, kind, kernels) = if position == 0 {
+                (
+                    Arc::clone(&primary),
+                    ContextKind::Primary,
+                    Arc::clone(&primary_kernels),
+                )
+            } else if config.contexts == ContextPolicy::SharedPrimary {
+                let reason = "configured".to_owned();
+                (
+                    Arc::clone(&primary),
+                    ContextKind::SharedPrimary { reason },
+                    Arc::clone(&primary_kernels),
+                )
+            } else {
+                match new_context(&primary) {
+                    Ok(context) => {
+                        let kernels = Arc::new(Kernels::load(&context, ptx, device)?);
+                        (context, ContextKind::Separate, kernels)
+                    }
+                    Err(code) => {
+                        let reason = format!("cuCtxCreate refused: {code}");
+                        (
+                            Arc::clone(&primary),
+                            ContextKind::SharedPrimary { reason },
+                            Arc::clone(&primary_kernels),
+                        )
+                    }
+                }
+            };
+            let stream = context
+                .new_stream()
+                .during("cuStreamCreate", Some(device))?;
+            topology.lanes.push(LaneInfo {
+                device,
+                ordinal,
+                gpu_name: gpu_name.clone(),
+                context: kind,
+            });
+            lanes.insert(
+                device,
+                Arc::new(Lane {
+                    device,
+                    ordinal,
+                    stream,
+                    kernels,
+                    scratch: Mutex::new(None),
+                }),
+            );
+        }
+    }
+    topology.lanes.sort_by_key(|lane| lane.device);
+    topology.peers = connect_peers(&lanes, config.peer_access)?;
+    Ok((lanes, topology))
+}
+
+/// A new (non-primary) context on `primary`'s GPU. cudarc's `new_non_primary` passes no creation
+/// parameters (`NULL`); should a driver insist on a parameter block, retry with an empty one
+/// (both pointers null: "a regular CUDA context", per `CUctxCreateParams`'s documentation).
+fn new_context(primary: &Arc<CudaContext>) -> std::result::Result<Arc<CudaContext>, DriverCode> {
+    let ordinal = primary.ordinal();
+    let first = match CudaContext::new_non_primary(ordinal, 0) {
+        Ok(context) => return Ok(context),
+        Err(error) => DriverCode::from(error),
+    };
+    if first.0 != CUresult::CUDA_ERROR_INVALID_VALUE {
+        return Err(first);
+    }
+    let mut params = sys::CUctxCreateParams {
+        execAffinityParams: std::ptr::null_mut(),
+        numExecAffinityParams: 0,
+        cigParams: std::ptr::null_mut(),
+    };
+    // SAFETY: `params` is a live, fully initialised parameter block (no affinity, no CiG) that
+    // the driver only reads during the call; the device handle comes from a live context.
+    let created =
+        unsafe { cudarc::driver::result::ctx::create_v4(&mut params, 0, primary.cu_device()) };
+    let raw = created.map_err(DriverCode::from)?;
+    // SAFETY: `raw` was just created for `primary.cu_device()` and is owned by nobody else; the
+    // returned `CudaContext` takes ownership and destroys it (`cuCtxDestroy`) when dropped.
+    match unsafe { CudaContext::from_raw_context(ordinal, primary.cu_device(), raw) } {
+        Ok(context) => Ok(context),
+        Err(error) => {
+            // SAFETY: wrapping failed, so `raw` is still ours alone; destroy it once.
+            let _ = unsafe { sys::cuCtxDestroy_v2(raw) };
+            Err(DriverCode::from(error))
+        }
+    }
+}
+
+/// Enable peer access for every ordered pair of distinct contexts on different GPUs, where the
+/// hardware supports it. Same-GPU pairs need none: the driver copies between contexts on one GPU
+/// with its copy engines, and a GPU is not its own peer.
+fn connect_peers(lanes: &BTreeMap<DeviceId, Arc<Lane>>, enable: bool) -> Result<Vec<PeerLink>> {
+    let mut links = Vec::new();
+    let mut done = HashSet::new();
+    for from in lanes.values() {
+        for to in lanes.values() {
+            let (from_context, to_context) = (from.context(), to.context());
+            if from.ordinal == to.ordinal
+                || !done.insert((from_context.cu_ctx() as usize, to_context.cu_ctx() as usize))
+            {
+                continue;
+            }
+            let status = if enable {
+                enable_peer_access(from_context, to_context, from.device)?
+            } else {
+                PeerStatus::NotAttempted
+            };
+            links.push(PeerLink {
+                from: from.device,
+                to: to.device,
+                status,
+            });
+        }
+    }
+    Ok(links)
+}
+
+fn enable_peer_access(
+    from: &Arc<CudaContext>,
+    to: &Arc<CudaContext>,
+    device: DeviceId,
+) -> Result<PeerStatus> {
+    let mut can_access: std::ffi::c_int = 0;
+    // SAFETY: both `CUdevice` handles come from live contexts; the out-pointer is a live local.
+    let code =
+        unsafe { sys::cuDeviceCanAccessPeer(&mut can_access, from.cu_device(), to.cu_device()) };
+    code.result()
+        .during("cuDeviceCanAccessPeer", Some(device))?;
+    if can_access == 0 {
+        return Ok(PeerStatus::Unsupported);
+    }
+    from.bind_to_thread()
+        .during("cuCtxSetCurrent", Some(device))?;
+    // SAFETY: `from` is current on this thread (bound above) and `to` is a live context handle
+    // (its `Arc` is held by a lane); flags must be 0.
+    let code = unsafe { sys::cuCtxEnablePeerAccess(to.cu_ctx(), 0) };
+    Ok(match code {
+        CUresult::CUDA_SUCCESS | CUresult::CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED => {
+            PeerStatus::Enabled
+        }
+        other => PeerStatus::Failed(DriverCode(other)),
+    })
+}
+
+/// Look up the lane of `device`.
+pub(crate) fn lane_of(
+    lanes: &BTreeMap<DeviceId, Arc<Lane>>,
+    device: DeviceId,
+) -> Result<&Arc<Lane>> {
+    lanes
+        .get(&device)
+        .ok_or(CudaError::UnknownDevice { device })
+}

@@ -1,0 +1,74 @@
+//! # ruccl-cuda
+//!
+//! The CUDA executor of ruCCL: a [`NativeCollectiveDevice`](ruccl_core::NativeCollectiveDevice)
+//! on real GPUs, through [cudarc](https://docs.rs/cudarc) 0.19 with CUDA 13.0 bindings loaded at
+//! run time. The verified core drives it; it only moves ranges between ring neighbours (peer
+//! copies) and combines elements locally (kernels), ordering everything with events.
+//!
+//! ```no_run
+//! use ruccl_core::{DeviceId, NativeCommunicator, ReduceOperation};
+//! use ruccl_cuda::{CudaCollective, DeviceMap};
+//! use ruccl_sim::host::{HostTensors, HostValues};
+//!
+//! // Four logical ranks on GPU 0 (or `DeviceMap::one_per_gpu(n)` for one rank per GPU).
+//! let device = CudaCollective::new(DeviceMap::logical(0, 4)?)?;
+//! let communicator = NativeCommunicator::new(device.devices(), device.clone())?;
+//! std::thread::scope(|scope| {
+//!     for (rank, id) in device.devices().into_iter().enumerate() {
+//!         let (device, communicator) = (&device, &communicator);
+//!         scope.spawn(move || {
+//!             let tensor = device.upload(id, &HostValues::F32(vec![rank as f32; 1024]))?;
+//!             let sum = communicator.all_reduce(rank, tensor, ReduceOperation::Sum)?;
+//!             Ok::<_, Box<dyn std::error::Error + Send + Sync>>(device.download(&sum)?)
+//!         });
+//!     }
+//! });
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! | module       | job                                                                    |
+//! |--------------|------------------------------------------------------------------------|
+//! | `probe`      | find the driver without panicking ([`probe()`])                        |
+//! | `mapping`    | [`DeviceMap`]: logical device → GPU ordinal                            |
+//! | `config`     | [`CudaConfig`]: kernel source, context policy, peer access             |
+//! | `lane`       | one logical device's context, stream and kernels; peer access          |
+//! | `kernels`    | the CUDA C source, the embedded PTX, launches ([`KernelSource`])       |
+//! | `buffer`     | device allocations and device-to-device (peer) copies                  |
+//! | `tensor`     | [`CudaTensor`], [`CudaPrepared`]                                       |
+//! | `device`     | [`CudaCollective`] and its `prepare`/`begin`/`finish`                  |
+//! | `exchange`   | one ring step: the stream/event ordering                               |
+//! | `work`       | [`CudaWork`]: a generation's buffers and events                        |
+//! | `host`       | upload/download for harnesses (`HostTensors`)                          |
+//! | `topology`   | [`Topology`]: what was set up, for reports                             |
+//! | [`perf`]     | the nccl-tests-style all-reduce sweep and table                        |
+//! | `error`      | [`CudaError`]                                                          |
+//!
+//! Machines without a GPU or CUDA toolkit build this crate and run its tests: construction
+//! returns a typed error ([`CudaError::is_no_gpu`]) and hardware tests print a `SKIP:` line.
+
+mod buffer;
+mod config;
+mod device;
+mod error;
+mod exchange;
+pub mod host;
+pub mod kernels;
+mod lane;
+mod mapping;
+#[cfg(feature = "nccl")]
+pub mod nccl;
+pub mod perf;
+mod probe;
+mod tensor;
+mod topology;
+mod work;
+
+pub use config::{ContextPolicy, CudaConfig};
+pub use device::CudaCollective;
+pub use error::{CudaError, DriverCode, Result};
+pub use kernels::KernelSource;
+pub use mapping::{DeviceMap, DeviceMapError};
+pub use probe::{DriverInfo, REQUIRED_DRIVER_VERSION, driver_candidates, probe};
+pub use tensor::{CudaPrepared, CudaTensor};
+pub use topology::{ContextKind, LaneInfo, PeerLink, PeerStatus, Topology};
+pub use work::CudaWork;

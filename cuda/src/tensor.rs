@@ -1,0 +1,139 @@
+//! [`CudaTensor`] (the executor's device tensor) and [`CudaPrepared`] (a tensor plus the event
+//! that captures its producer stream).
+
+use crate::buffer::DeviceBuffer;
+use cudarc::driver::{CudaEvent, CudaStream};
+use ruccl_core::DeviceId;
+use ruccl_sim::host::ElementType;
+use std::fmt;
+use std::sync::Arc;
+
+/// A tensor in device memory: `len` elements of one [`ElementType`] on one logical device.
+///
+/// Its elements never leave the device except through `HostTensors::download`. Work that
+/// produces or consumes it belongs on [`CudaTensor::stream`]: `prepare` captures that stream's
+/// progress with an event, and dropping the tensor completes that stream before freeing.
+pub struct CudaTensor {
+    buffer: DeviceBuffer,
+    element_type: ElementType,
+    len: usize,
+    device: DeviceId,
+    ordinal: usize,
+}
+
+impl CudaTensor {
+    /// Wrap `buffer` (which holds exactly `len * element_type.size()` bytes) as a tensor.
+    pub(crate) fn from_buffer(
+        buffer: DeviceBuffer,
+        element_type: ElementType,
+        len: usize,
+        device: DeviceId,
+        ordinal: usize,
+    ) -> Self {
+        debug_assert_eq!(buffer.bytes(), len * element_type.size());
+        Self {
+            buffer,
+            element_type,
+            len,
+            device,
+            ordinal,
+        }
+    }
+
+    /// The element type.
+    pub fn element_type(&self) -> ElementType {
+        self.element_type
+    }
+
+    /// The number of elements.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the tensor has no elements.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The size in bytes.
+    pub fn bytes(&self) -> usize {
+        self.buffer.bytes()
+    }
+
+    /// The logical device the tensor lives on.
+    pub fn device(&self) -> DeviceId {
+        self.device
+    }
+
+    /// The GPU ordinal its memory is on.
+    pub fn ordinal(&self) -> usize {
+        self.ordinal
+    }
+
+    /// The stream that produces and consumes this tensor (its logical device's stream). Queue
+    /// work that writes the tensor here before submitting it; work queued here after an
+    /// all-reduce returns sees the result.
+    pub fn stream(&self) -> &Arc<CudaStream> {
+        self.buffer.stream()
+    }
+
+    /// The device address of the first element (0 for an empty tensor), for interoperation with
+    /// other CUDA code. The memory belongs to the tensor's context and is valid while the tensor
+    /// lives; accessing it from another stream must be ordered with events.
+    pub fn device_address(&self) -> u64 {
+        self.buffer.address_at(0)
+    }
+
+    /// The underlying buffer.
+    pub(crate) fn buffer(&self) -> &DeviceBuffer {
+        &self.buffer
+    }
+}
+
+impl fmt::Debug for CudaTensor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CudaTensor")
+            .field("element_type", &self.element_type)
+            .field("len", &self.len)
+            .field("device", &self.device)
+            .field("ordinal", &self.ordinal)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A tensor submitted for an all-reduce, with an event recorded on its producer stream at
+/// submission: the collective's stream waits on that event, never on the host.
+pub struct CudaPrepared {
+    tensor: CudaTensor,
+    ready: CudaEvent,
+}
+
+impl CudaPrepared {
+    /// Pair a tensor with the event marking its producer stream's progress.
+    pub(crate) fn new(tensor: CudaTensor, ready: CudaEvent) -> Self {
+        Self { tensor, ready }
+    }
+
+    /// The submitted tensor.
+    pub fn tensor(&self) -> &CudaTensor {
+        &self.tensor
+    }
+
+    /// The event recorded on the producer stream when the tensor was submitted.
+    pub(crate) fn ready(&self) -> &CudaEvent {
+        &self.ready
+    }
+
+    /// Give the tensor back.
+    pub fn into_tensor(self) -> CudaTensor {
+        self.tensor
+    }
+}
+
+impl fmt::Debug for CudaPrepared {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CudaPrepared")
+            .field("tensor", &self.tensor)
+            .finish_non_exhaustive()
+    }
+}

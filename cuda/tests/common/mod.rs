@@ -1,0 +1,113 @@
+//! Shared helpers of the hardware tests: build the executor or skip, and the device maps to run
+//! on (logical ranks on each GPU; across GPUs when there are several).
+//!
+//! Without a CUDA driver or GPU every hardware test prints `SKIP: ...` and passes, unless
+//! `RUCCL_CUDA_REQUIRE_GPU=1` (set by `gpu-check.sh run`), which turns the skip into a failure.
+
+#![allow(dead_code)] // each test binary uses its own subset
+
+use ruccl_core::{DeviceId, NativeCollectiveError, NativeCommunicator, ReduceOperation};
+use ruccl_cuda::{CudaCollective, CudaConfig, DeviceMap, probe};
+use ruccl_sim::host::{HostTensors, HostValues};
+use std::time::Duration;
+
+/// Whether a missing GPU must fail the test instead of skipping it.
+pub fn gpu_required() -> bool {
+    std::env::var("RUCCL_CUDA_REQUIRE_GPU").is_ok_and(|value| value == "1")
+}
+
+/// The number of GPUs, or `None` (after printing the skip line) where there is no usable driver.
+pub fn gpus(test: &str) -> Option<usize> {
+    match probe() {
+        Ok(driver) => Some(driver.device_count),
+        Err(error) if error.is_no_gpu() && !gpu_required() => {
+            println!("SKIP: {test}: {error}");
+            None
+        }
+        Err(error) => panic!("{test}: no usable GPU: {error}"),
+    }
+}
+
+/// Logical ranks per GPU for the one-GPU maps (`RUCCL_CUDA_LOGICAL_RANKS`, default 8).
+pub fn logical_ranks() -> usize {
+    std::env::var("RUCCL_CUDA_LOGICAL_RANKS")
+        .ok()
+        .and_then(|value| value.parse().ok())
+        .filter(|&ranks| ranks >= 2)
+        .unwrap_or(8)
+}
+
+/// The maps the hardware tests cover, each with a name for messages: every GPU alone with
+/// [`logical_ranks`] logical ranks; with two or more GPUs also one rank per GPU, and twice as
+/// many ranks as GPUs dealt round-robin (neighbours alternate GPUs, and ranks sharing a GPU
+/// use separate contexts).
+pub fn maps(gpus: usize) -> Vec<(String, DeviceMap)> {
+    let mut maps: Vec<(String, DeviceMap)> = (0..gpus)
+        .filter_map(|gpu| {
+            let map = DeviceMap::logical(gpu, logical_ranks()).ok()?;
+            Some((format!("{} logical ranks on GPU {gpu}", map.len()), map))
+        })
+        .collect();
+    if gpus >= 2 {
+        if let Ok(map) = DeviceMap::one_per_gpu(gpus) {
+            maps.push((format!("one rank on each of {gpus} GPUs"), map));
+        }
+        let ordinals: Vec<usize> = (0..gpus).collect();
+        if let Ok(map) = DeviceMap::round_robin(2 * gpus, &ordinals) {
+            maps.push((
+                format!("{} ranks round-robin over {gpus} GPUs", map.len()),
+                map,
+            ));
+        }
+    }
+    maps
+}
+
+/// The executor for `map`, configured from the environment (`RUCCL_CUDA_KERNELS`,
+/// `RUCCL_CUDA_CONTEXTS`). Panics on any error: callers have already checked for a GPU.
+pub fn executor(map: DeviceMap, config: CudaConfig) -> CudaCollective {
+    match CudaCollective::with_config(map.clone(), config) {
+        Ok(device) => device,
+        Err(error) => panic!("cannot build the CUDA executor for {map}: {error}"),
+    }
+}
+
+/// All-reduce `inputs[r]` on rank `r` of `communicator`, one thread per rank; each rank's
+/// downloaded output or error text.
+pub fn all_reduce(
+    device: &CudaCollective,
+    communicator: &NativeCommunicator<CudaCollective>,
+    inputs: &[HostValues],
+    operation: ReduceOperation,
+) -> Vec<Result<HostValues, String>> {
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = communicator
+            .devices()
+            .iter()
+            .zip(inputs)
+            .enumerate()
+            .map(|(rank, (&id, values))| {
+                scope.spawn(move || -> Result<HostValues, String> {
+                    let tensor = device.upload(id, values).map_err(|e| e.to_string())?;
+                    let output = communicator
+                        .all_reduce_timeout(rank, tensor, operation, Duration::from_secs(60))
+                        .map_err(|e: NativeCollectiveError| e.to_string())?;
+                    device.download(&output).map_err(|e| e.to_string())
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|handle| {
+                handle
+                    .join()
+                    .unwrap_or_else(|_| Err("rank panicked".to_owned()))
+            })
+            .collect()
+    })
+}
+
+/// The first `world` devices of `map`, in order: rank `r` on the `r`-th.
+pub fn first_devices(map: &DeviceMap, world: usize) -> Vec<DeviceId> {
+    map.devices().take(world).collect()
+}
