@@ -1,0 +1,62 @@
+//! # ruccl-fuzz
+//!
+//! The fuzz targets of ruCCL, as library code: each `fuzz_targets/<name>.rs` is one line that
+//! hands the input to [`<name>::check`](ring_schedule::check), which decodes it into operations,
+//! runs them against the real core and simulated device, and panics if any result differs from a
+//! simple reference. `tests/replay.rs` feeds every file of `corpus/<name>/` to the same function
+//! on stable, so CI replays the corpora without nightly.
+//!
+//! | module                  | target              | checks                                                 |
+//! |-------------------------|---------------------|--------------------------------------------------------|
+//! | [`ring_schedule`]       | `ring_schedule`     | all-reduce values vs a sequential reference; traffic = lower bound |
+//! | [`rendezvous_script`]   | `rendezvous_script` | DESIGN.md's properties under faults, aborts, timeouts, re-entry |
+//! | [`sim_contract`]        | `sim_contract`      | `SimDevice` vs a model of the step semantics, or a typed error |
+//! | [`fault_spec_parse`]    | `fault_spec_parse`  | fault spec/plan text: no panic, canonical round trip    |
+//! | [`registry_ops`]        | `registry_ops`      | the registry's sharing and replacement rules            |
+//!
+//! Inputs decode with [`bytes::Reader`], which never fails; [`bytes::Writer`] encodes readable
+//! cases back into bytes for the seed corpora (`cargo run --example write_seeds`).
+
+pub mod bytes;
+pub mod fault_spec_parse;
+pub mod harness;
+pub mod reference;
+pub mod registry_ops;
+pub mod rendezvous_script;
+pub mod ring_schedule;
+pub mod sim_contract;
+pub mod values;
+
+/// A target's check: decode the input, run it, panic on any violation.
+pub type Check = fn(&[u8]);
+
+/// Every target: its name (the `fuzz_targets/` file and `corpus/` folder) and its check.
+pub const TARGETS: &[(&str, Check)] = &[
+    ("ring_schedule", ring_schedule::check),
+    ("rendezvous_script", rendezvous_script::check),
+    ("sim_contract", sim_contract::check),
+    ("fault_spec_parse", fault_spec_parse::check),
+    ("registry_ops", registry_ops::check),
+];
+
+/// The readable seed inputs of every target: `(target, name, bytes)`. `examples/write_seeds.rs`
+/// writes them to `corpus/<target>/seed-<name>`.
+pub fn seed_inputs() -> Vec<(&'static str, &'static str, Vec<u8>)> {
+    let mut seeds = Vec::new();
+    for (name, case) in ring_schedule::seeds() {
+        seeds.push(("ring_schedule", name, case.encode()));
+    }
+    for (name, script) in rendezvous_script::seeds() {
+        seeds.push(("rendezvous_script", name, script.encode()));
+    }
+    for (name, case) in sim_contract::seeds() {
+        seeds.push(("sim_contract", name, case.encode()));
+    }
+    for (name, bytes) in fault_spec_parse::seeds() {
+        seeds.push(("fault_spec_parse", name, bytes));
+    }
+    for (name, operations) in registry_ops::seeds() {
+        seeds.push(("registry_ops", name, registry_ops::encode(&operations)));
+    }
+    seeds
+}
