@@ -208,3 +208,156 @@ impl<D: NativeCollectiveDevice> State<D> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! The state machine on its own, one transition at a time: what each stage reports to a rank
+    //! that times out (`joining_generation`, `stragglers`), and what opens and closes a
+    //! generation. Real threads cannot hold a rank inside `Delivering` on purpose, so these
+    //! paths are pinned here.
+
+    use super::{Stage, State, Submission};
+    use crate::{DeviceId, NativeCollectiveDevice, NativeCollectiveError, ReduceOperation};
+    use std::ops::Range;
+
+    /// A device whose values are plain numbers; its methods are never called here.
+    #[derive(Clone)]
+    struct Numbers;
+
+    impl NativeCollectiveDevice for Numbers {
+        type Tensor = u32;
+        type Prepared = u32;
+        type Work = ();
+        type Error = std::fmt::Error;
+        fn prepare(&self, tensor: u32, _: DeviceId) -> Result<u32, Self::Error> {
+            Ok(tensor)
+        }
+        fn begin(&self, _: &[DeviceId], _: &[u32], _: ReduceOperation) -> Result<(), Self::Error> {
+            Ok(())
+        }
+        fn elements(&self, _: &()) -> usize {
+            0
+        }
+        fn exchange(&self, _: &mut (), _: &[Range<usize>], _: bool) -> Result<(), Self::Error> {
+            Ok(())
+        }
+        fn finish(&self, _: (), _: ReduceOperation) -> Result<Vec<u32>, Self::Error> {
+            Ok(Vec::new())
+        }
+    }
+
+    fn submission(value: u32) -> Submission<u32> {
+        Submission {
+            operation: ReduceOperation::Sum,
+            prepared: Ok(value),
+        }
+    }
+
+    /// Deposit every rank of a world of `world`; returns the submissions the last one took.
+    fn fill(state: &mut State<Numbers>, world: usize) -> Vec<Submission<u32>> {
+        for rank in 0..world - 1 {
+            assert!(state.deposit(rank, submission(rank as u32)).1.is_none());
+        }
+        let (_, taken) = state.deposit(world - 1, submission(world as u32 - 1));
+        taken.unwrap_or_default()
+    }
+
+    #[test]
+    fn collecting_names_the_ranks_that_have_not_deposited() {
+        let mut state = State::<Numbers>::new(4);
+        state.deposit(2, submission(2));
+        state.deposit(0, submission(0));
+        assert_eq!(state.stragglers(), vec![1, 3]);
+        assert_eq!(state.joining_generation(), 0);
+        assert!(!state.may_enter(2) && state.may_enter(1));
+    }
+
+    #[test]
+    fn running_names_no_straggler_and_joiners_wait_for_the_next_generation() {
+        let mut state = State::<Numbers>::new(3);
+        let taken = fill(&mut state, 3);
+        assert_eq!(taken.len(), 3);
+        assert_eq!(state.stage, Stage::Running);
+        assert!(state.stragglers().is_empty());
+        assert_eq!(state.joining_generation(), 1);
+        assert!(!state.may_enter(0));
+    }
+
+    #[test]
+    fn delivering_names_the_ranks_that_have_not_left() {
+        let mut state = State::<Numbers>::new(3);
+        fill(&mut state, 3);
+        state.publish(Ok(vec![10, 11, 12]));
+        let (delivery, closed) = state.take(1, 0).unwrap_or((Ok(0), true));
+        assert_eq!(delivery, Ok(11));
+        assert!(!closed);
+        assert_eq!(state.stragglers(), vec![0, 2]);
+        assert_eq!(state.joining_generation(), 1);
+        assert!(
+            !state.may_enter(1),
+            "rank 1 must wait until generation 0 closes"
+        );
+    }
+
+    #[test]
+    fn the_last_departure_closes_the_generation_and_opens_the_next() {
+        let mut state = State::<Numbers>::new(2);
+        fill(&mut state, 2);
+        state.publish(Ok(vec![7, 8]));
+        assert_eq!(state.take(0, 0).map(|(_, closed)| closed), Some(false));
+        assert_eq!(state.take(0, 0), None, "a delivery is taken once");
+        assert_eq!(state.take(1, 0).map(|(_, closed)| closed), Some(true));
+        assert_eq!(state.stage, Stage::Collecting);
+        assert_eq!(state.joining_generation(), 1);
+        assert!(state.may_enter(0) && state.may_enter(1));
+        assert_eq!(state.stragglers(), vec![0, 1]);
+    }
+
+    #[test]
+    fn a_failed_generation_delivers_one_error_to_every_rank() {
+        let mut state = State::<Numbers>::new(3);
+        fill(&mut state, 3);
+        let error = NativeCollectiveError::OutputCount {
+            expected: 3,
+            actual: 1,
+        };
+        state.publish(Err(error.clone()));
+        for rank in 0..3 {
+            assert_eq!(
+                state.take(rank, 0).map(|(delivery, _)| delivery),
+                Some(Err(error.clone()))
+            );
+        }
+    }
+
+    #[test]
+    fn an_abort_while_collecting_hands_back_the_deposits_once() {
+        let mut state = State::<Numbers>::new(3);
+        state.deposit(0, submission(5));
+        state.deposit(2, submission(6));
+        let first = NativeCollectiveError::Aborted { reason: "a".into() };
+        let (deposits, won) = state.abort(first.clone());
+        assert!(won);
+        let values: Vec<u32> = deposits
+            .into_iter()
+            .filter_map(|entry| entry.prepared.ok())
+            .collect();
+        assert_eq!(values, vec![5, 6]);
+        let (again, won) = state.abort(NativeCollectiveError::Aborted { reason: "b".into() });
+        assert!(!won && again.is_empty());
+        assert_eq!(state.aborted(), Some(&first));
+    }
+
+    #[test]
+    fn an_abort_after_publication_keeps_the_deliveries() {
+        let mut state = State::<Numbers>::new(2);
+        fill(&mut state, 2);
+        state.publish(Ok(vec![1, 2]));
+        let (deposits, won) = state.abort(NativeCollectiveError::Aborted {
+            reason: "late".into(),
+        });
+        assert!(won && deposits.is_empty());
+        assert_eq!(state.take(0, 0).map(|(delivery, _)| delivery), Some(Ok(1)));
+        assert_eq!(state.take(1, 0).map(|(delivery, _)| delivery), Some(Ok(2)));
+    }
+}

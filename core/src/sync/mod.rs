@@ -49,8 +49,10 @@ pub const CHECKED: bool = backend::CHECKED;
 /// its own, a waiter polls with the CPU's spin hint (no system calls: a wake-up is noticed within
 /// nanoseconds). With more ranks than cores, every poll yields the core instead, so the rank that
 /// must make progress gets to run. Either way the polls are bounded, then the waiter parks.
-/// Under a checker the budget is one poll and one yield: the spin path is still explored, but
-/// adds only a couple of scheduling points.
+/// Under shuttle the budget is one poll and one yield: the spin path is still explored, but adds
+/// only a couple of scheduling points. Under loom there is no spin at all: loom would explore
+/// every value each poll's atomic load may return, and the parking path it checks instead is the
+/// one correctness rests on (the spin only shortcuts it).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Backoff {
     polls: u32,

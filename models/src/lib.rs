@@ -1,0 +1,31 @@
+//! # ruccl-models
+//!
+//! Model checks of the production `ruccl-core` — through its sync facade, against the simulated
+//! device and its fault injector — with loom (exhaustive, `--cfg ruccl_loom`), shuttle
+//! (randomized and PCT, `--cfg ruccl_shuttle`), and real threads (std).
+//!
+//! The library holds what the three share; the test targets pick the checker:
+//!
+//! | module          | job                                                                      |
+//! |-----------------|--------------------------------------------------------------------------|
+//! | [`properties`]  | one checker function per property of the design, named after it          |
+//! | [`scenario`]    | the scenarios, written once against [`ruccl_core::sync`], run by all three |
+//! | [`oracle`]      | what a generation must return under a [`FaultPlan`](ruccl_sim::FaultPlan) |
+//! | [`values`]      | inputs that betray their generation, and their reference reductions      |
+//! | [`device`]      | the devices the scenarios drive, and a decorator that holds the ring      |
+//! | [`quiet`]       | a panic hook that keeps contained, injected panics off the output         |
+//! | [`budget`]      | the full and the quick (mutation-testing) profile                        |
+//! | `checkers`      | loom and shuttle runners that count executions and time them             |
+//!
+//! See `models/README.md` for the commands, the budgets measured, the mutation score and the
+//! classic reusable-barrier bugs each checker catches.
+
+pub mod budget;
+#[cfg(any(ruccl_loom, ruccl_shuttle))]
+pub mod checkers;
+pub mod device;
+pub mod oracle;
+pub mod properties;
+pub mod quiet;
+pub mod scenario;
+pub mod values;
