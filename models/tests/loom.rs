@@ -30,7 +30,7 @@ fn explore(name: &str, bound: Option<usize>, model: impl Fn() + Sync + Send + 's
     assert_eq!(
         polls, 0,
         "the sync facade spins ({polls} poll) under loom, which makes these models intractable: \
-         core/src/sync/loom.rs `backoff` must return (0, true) (see models/README.md)"
+         core/src/sync/loom.rs `backoff` must return (0, 0) (see models/README.md)"
     );
     loom::explore(name, bound, model);
 }

@@ -252,6 +252,20 @@ fn spec() -> impl Strategy<Value = FaultSpec> {
         })
 }
 
+#[test]
+fn a_rank_on_a_site_that_takes_none_is_left_out_of_the_text() {
+    for site in [
+        FaultSite::Outputs { count: 3 },
+        FaultSite::Drop(DropTarget::Work),
+    ] {
+        let spec = FaultSpec::new(site).on_rank(2).in_generation(5);
+        let text = spec.to_string();
+        assert!(!text.contains("rank"), "{text}");
+        let parsed: FaultSpec = text.parse().unwrap();
+        assert_eq!(parsed, FaultSpec::new(site).in_generation(5));
+    }
+}
+
 proptest! {
     #[test]
     fn the_canonical_form_round_trips(specs in proptest::collection::vec(spec(), 0..6)) {

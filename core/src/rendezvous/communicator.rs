@@ -269,16 +269,17 @@ impl<D: NativeCollectiveDevice> NativeCommunicator<D> {
             return Ok((state, value));
         }
         // Poll without the lock first: every transition a waiter wants bumps `progress` once
-        // the transition is visible under the lock. The budget bounds polls and re-checks alike.
-        let mut budget = self.backoff.polls();
-        while budget > 0 {
+        // the transition is visible under the lock. `polls` bounds polls and re-checks alike.
+        let polls = self.backoff.polls();
+        let mut done = 0;
+        while done < polls {
             let seen = self.progress.load(Ordering::Acquire);
             drop(state);
-            while budget > 0 && self.progress.load(Ordering::Acquire) == seen {
-                self.backoff.pause();
-                budget -= 1;
+            while done < polls && self.progress.load(Ordering::Acquire) == seen {
+                self.backoff.pause(done);
+                done += 1;
             }
-            budget = budget.saturating_sub(1);
+            done = done.saturating_add(1);
             state = self.state.lock();
             if let Some(value) = ready(&mut state) {
                 return Ok((state, value));

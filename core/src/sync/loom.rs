@@ -38,6 +38,6 @@ pub(super) fn wait_timeout<'a, T>(
 /// is a pure optimisation (a waiter that skips it parks, and is woken by the same transition), so
 /// loom checks the parking path exhaustively, while shuttle — sequentially consistent, no such
 /// blow-up — explores the spin path too (one poll and one yield per wait).
-pub(super) fn backoff(_world: usize) -> (u32, bool) {
-    (0, true)
+pub(super) fn backoff(_world: usize) -> (u32, u32) {
+    (0, 0)
 }

@@ -46,24 +46,32 @@ pub const CHECKED: bool = backend::CHECKED;
 /// How a waiter polls for progress before it parks on a condition variable.
 ///
 /// Spinning only pays while the rank being waited for is running. With every rank on a core of
-/// its own, a waiter polls with the CPU's spin hint (no system calls: a wake-up is noticed within
-/// nanoseconds). With more ranks than cores, every poll yields the core instead, so the rank that
-/// must make progress gets to run. Either way the polls are bounded, then the waiter parks.
+/// its own, a waiter first polls with the CPU's spin hint (no system calls: a wake-up is noticed
+/// within nanoseconds), then polls yielding the core between polls — on a machine shared with
+/// other processes the rank that must make progress may have lost its core, and a yield hands it
+/// back far sooner than the futex round trip of a park — and only then parks. With more ranks
+/// than cores every poll yields. Either way the polls are bounded, then the waiter parks.
 /// Under shuttle the budget is one poll and one yield: the spin path is still explored, but adds
 /// only a couple of scheduling points. Under loom there is no spin at all: loom would explore
 /// every value each poll's atomic load may return, and the parking path it checks instead is the
 /// one correctness rests on (the spin only shortcuts it).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Backoff {
+    /// Polls before parking, spins included.
     polls: u32,
-    yielding: bool,
+    /// How many of the first polls pause with the spin hint; every later one yields.
+    /// Invariant: `spins <= polls`.
+    spins: u32,
 }
 
 impl Backoff {
     /// The policy for `world` ranks on this machine.
     pub fn for_world(world: usize) -> Self {
-        let (polls, yielding) = backend::backoff(world);
-        Self { polls, yielding }
+        let (polls, spins) = backend::backoff(world);
+        Self {
+            polls,
+            spins: spins.min(polls),
+        }
     }
 
     /// How many polls before parking.
@@ -71,17 +79,18 @@ impl Backoff {
         self.polls
     }
 
-    /// Whether each poll yields the core (rather than using the spin hint).
-    pub fn yields(&self) -> bool {
-        self.yielding
+    /// How many of the first polls pause with the spin hint rather than yielding the core.
+    pub fn spins(&self) -> u32 {
+        self.spins
     }
 
-    /// One pause between polls.
-    pub fn pause(&self) {
-        if self.yielding {
-            thread::yield_now();
-        } else {
+    /// The pause after `done` polls of the current wait: the spin hint for the first
+    /// [`spins`](Self::spins), a yield of the core after that.
+    pub fn pause(&self, done: u32) {
+        if done < self.spins {
             std::hint::spin_loop();
+        } else {
+            thread::yield_now();
         }
     }
 }

@@ -34,6 +34,6 @@ pub(super) fn wait_timeout<'a, T>(
     (guard, false)
 }
 
-pub(super) fn backoff(_world: usize) -> (u32, bool) {
-    (1, true)
+pub(super) fn backoff(_world: usize) -> (u32, u32) {
+    (1, 0)
 }

@@ -9,13 +9,13 @@ pub(super) use std::sync::{Condvar as RawCondvar, Mutex as RawMutex, MutexGuard 
 
 pub(super) const CHECKED: bool = false;
 
-/// Polls with the spin hint before parking when every rank has a core: roughly 30–100 µs,
-/// far longer than a rendezvous of ranks that are all running, and short enough that a rank left
-/// waiting for a slow peer soon gives its core back.
-const SPIN_POLLS: u32 = 1 << 12;
-/// Polls that each yield the core, when ranks outnumber cores: every yield lets a rank that
-/// must make progress run, at the price of a system call.
-const YIELD_POLLS: u32 = 64;
+/// Polls with the spin hint when every rank has a core: a few microseconds, far longer than a
+/// rendezvous of ranks that are all running.
+const SPIN_POLLS: u32 = 256;
+/// Polls that each yield the core, after the spins (or from the start, when ranks outnumber
+/// cores): every yield lets a rank that must make progress run, at the price of a system call.
+/// A waiter left waiting for a slow peer parks after these.
+const YIELD_POLLS: u32 = 256;
 
 pub(super) fn spurious_wakeup() -> bool {
     false
@@ -35,12 +35,14 @@ pub(super) fn wait_timeout<'a, T>(
     }
 }
 
-pub(super) fn backoff(world: usize) -> (u32, bool) {
+/// `(polls, spins)` for `world` ranks: spin, then yield, then park when the ranks fit the
+/// cores; only yield, then park, when they do not (a spinning rank would keep a peer off a core).
+pub(super) fn backoff(world: usize) -> (u32, u32) {
     let cores = thread::available_parallelism().map_or(1, usize::from);
     if world <= cores {
-        (SPIN_POLLS, false)
+        (SPIN_POLLS + YIELD_POLLS, SPIN_POLLS)
     } else {
-        (YIELD_POLLS, true)
+        (YIELD_POLLS, 0)
     }
 }
 

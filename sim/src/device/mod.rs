@@ -2,24 +2,44 @@
 //!
 //! | file           | job                                                        |
 //! |----------------|------------------------------------------------------------|
-//! | `mod.rs`       | the device, its tensors and work, the trait impls          |
+//! | `mod.rs`       | the device, its work, the trait impls                      |
+//! | `tensor.rs`    | [`SimTensor`], [`SimPrepared`]                             |
 //! | `error.rs`     | [`SimError`], one variant per contract violation           |
 //! | `validate.rs`  | the checks `begin` and `exchange` run before touching data |
-//! | `memory.rs`    | per-rank typed buffers of one generation                   |
-//! | `exchange.rs`  | one ring step with pre-step reads                          |
+//! | `memory.rs`    | per-rank inputs and output buffers of one generation       |
+//! | `ready.rs`     | which output elements hold current values                  |
+//! | `exchange.rs`  | one ring step, planned as kernels, with pre-step reads     |
+//! | `kernels.rs`   | the fused element loops                                    |
+//! | `parallel.rs`  | splitting a call's loops across cores (not under checkers) |
+//! | `pool.rs`      | recycled output buffers (not under checkers)               |
 //! | `elements.rs`  | element arithmetic, `Mean` scaling and its rounding        |
+//!
+//! ## Speed
+//!
+//! `begin` does not copy a large input: the work shares the prepared tensor, and the first step
+//! that writes an element of a rank reads that rank's input in the same pass (a small input, under
+//! 64 KiB, is simply copied). A step is one fused loop per transfer (reduce-scatter: read two,
+//! write one; all-gather: read one, write one), so the ring moves exactly the memory traffic its
+//! schedule implies, into recycled output buffers, split across cores when a step is large.
 
 mod elements;
 mod error;
 mod exchange;
+mod kernels;
 mod memory;
+mod parallel;
+mod pool;
+mod ready;
+mod tensor;
 mod validate;
 
 pub use error::SimError;
+pub use tensor::{SimPrepared, SimTensor};
 
 use crate::host::{ElementType, HostTensors, HostValues};
 use crate::ledger::{GenerationTraffic, Ledger, StepTraffic};
-use memory::Buffers;
+use memory::Memory;
+use pool::Pool;
 use ruccl_core::{DeviceId, NativeCollectiveDevice, ReduceOperation};
 use std::ops::Range;
 
@@ -56,13 +76,14 @@ pub const DEFAULT_LEDGER_RETENTION: usize = 4096;
 /// f16 and bf16 compute in f32 and round back once; f32 carries more than twice their precision
 /// plus two bits, so each result is the correctly rounded result in the half type.
 ///
-/// Clones share the ledger. The only shared state is the ledger's lock from
-/// [`ruccl_core::sync`], so the device runs unchanged under loom and shuttle (create it inside the
-/// model there).
+/// Clones share the ledger (and the pool of recycled buffers). The shared state is behind locks
+/// from [`ruccl_core::sync`], so the device runs unchanged under loom and shuttle (create it inside
+/// the model there); under those checkers it never spawns threads and keeps no pool.
 #[derive(Clone, Debug)]
 pub struct SimDevice {
     config: Config,
     ledger: Ledger,
+    pool: Pool,
 }
 
 /// The device's fixed settings.
@@ -74,6 +95,8 @@ struct Config {
     balanced_steps: bool,
     /// Whether `finish` records traffic in the ledger.
     record_traffic: bool,
+    /// The most threads one call may use for its element loops (1 under a checker).
+    threads: usize,
 }
 
 impl Default for SimDevice {
@@ -96,12 +119,18 @@ impl SimDevice {
             balanced_steps: true,
             record_traffic: true,
             retention: Some(DEFAULT_LEDGER_RETENTION),
+            threads: None,
         }
     }
 
     /// The traffic ledger this device (and all its clones) record into.
     pub fn ledger(&self) -> &Ledger {
         &self.ledger
+    }
+
+    /// The most threads one call uses for its element loops.
+    pub fn threads(&self) -> usize {
+        self.config.threads
     }
 
     /// Whether `begin` accepts `operation` on `element_type` elements.
@@ -117,6 +146,7 @@ pub struct SimDeviceBuilder {
     balanced_steps: bool,
     record_traffic: bool,
     retention: Option<usize>,
+    threads: Option<usize>,
 }
 
 impl SimDeviceBuilder {
@@ -148,15 +178,32 @@ impl SimDeviceBuilder {
         self
     }
 
+    /// The most threads one call may use for its element loops (at least 1). The default is the
+    /// machine's available parallelism; a call uses more than one thread only for steps of at
+    /// least a megabyte per thread. Under a model checker the device always uses one.
+    pub fn threads(mut self, threads: usize) -> Self {
+        self.threads = Some(threads.max(1));
+        self
+    }
+
     /// The device.
     pub fn build(self) -> SimDevice {
+        let threads = if ruccl_core::sync::CHECKED {
+            1
+        } else {
+            self.threads.unwrap_or_else(|| {
+                std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
+            })
+        };
         SimDevice {
             config: Config {
                 unsupported: self.unsupported,
                 balanced_steps: self.balanced_steps,
                 record_traffic: self.record_traffic,
+                threads,
             },
             ledger: Ledger::new(self.retention),
+            pool: Pool::default(),
         }
     }
 }
@@ -173,69 +220,6 @@ fn support_bit(element_type: ElementType, operation: ReduceOperation) -> u64 {
     1 << (type_index * ReduceOperation::ALL.len() + operation_index)
 }
 
-/// A tensor in simulated device memory: typed elements owned by one device.
-#[derive(Clone, Debug, PartialEq)]
-pub struct SimTensor {
-    device: DeviceId,
-    values: HostValues,
-}
-
-impl SimTensor {
-    /// A tensor holding `values` in `device`'s memory.
-    pub fn new(device: DeviceId, values: HostValues) -> Self {
-        Self { device, values }
-    }
-
-    /// The device whose memory holds the tensor.
-    pub fn device(&self) -> DeviceId {
-        self.device
-    }
-
-    /// The element type.
-    pub fn element_type(&self) -> ElementType {
-        self.values.element_type()
-    }
-
-    /// The number of elements.
-    pub fn len(&self) -> usize {
-        self.values.len()
-    }
-
-    /// Whether the tensor has no elements.
-    pub fn is_empty(&self) -> bool {
-        self.values.is_empty()
-    }
-
-    /// The elements (host memory is the simulated device memory, so this is free).
-    pub fn values(&self) -> &HostValues {
-        &self.values
-    }
-
-    /// The elements, consuming the tensor.
-    pub fn into_values(self) -> HostValues {
-        self.values
-    }
-}
-
-/// A tensor checked to live on the device it was prepared for. The simulated device has no
-/// streams, so there is nothing else to capture.
-#[derive(Clone, Debug, PartialEq)]
-pub struct SimPrepared {
-    tensor: SimTensor,
-}
-
-impl SimPrepared {
-    /// The prepared tensor.
-    pub fn tensor(&self) -> &SimTensor {
-        &self.tensor
-    }
-
-    /// The prepared tensor, consuming the preparation.
-    pub fn into_tensor(self) -> SimTensor {
-        self.tensor
-    }
-}
-
 /// One generation in flight: the per-rank output buffers and the traffic so far.
 #[derive(Debug)]
 pub struct SimWork {
@@ -244,7 +228,7 @@ pub struct SimWork {
     operation: ReduceOperation,
     element_type: ElementType,
     length: usize,
-    buffers: Buffers,
+    memory: Memory,
     steps: Vec<StepTraffic>,
 }
 
@@ -282,13 +266,13 @@ impl NativeCollectiveDevice for SimDevice {
     type Error = SimError;
 
     fn prepare(&self, tensor: SimTensor, device: DeviceId) -> Result<SimPrepared, SimError> {
-        if tensor.device != device {
+        if tensor.device() != device {
             return Err(SimError::TensorOnWrongDevice {
                 expected: device,
-                actual: tensor.device,
+                actual: tensor.device(),
             });
         }
-        Ok(SimPrepared { tensor })
+        Ok(SimPrepared::new(tensor, Some(self.pool.clone())))
     }
 
     fn begin(
@@ -304,20 +288,13 @@ impl NativeCollectiveDevice for SimDevice {
                 element_type: shape.element_type,
             });
         }
-        let values: Vec<&HostValues> = inputs.iter().map(|input| &input.tensor.values).collect();
-        let buffers = Buffers::copy_of(shape.element_type, &values).map_err(|rank| {
-            SimError::ElementTypeMismatch {
-                rank,
-                expected: shape.element_type,
-                actual: values[rank].element_type(),
-            }
-        })?;
+        let memory = Memory::new(shape.element_type, inputs, shape.length, &self.pool);
         Ok(SimWork {
             devices: devices.to_vec(),
             operation,
             element_type: shape.element_type,
             length: shape.length,
-            buffers,
+            memory,
             steps: Vec::with_capacity(2 * devices.len().saturating_sub(1)),
         })
     }
@@ -339,7 +316,7 @@ impl NativeCollectiveDevice for SimDevice {
             self.config.balanced_steps,
         )?;
         let combining = reduce.then(|| work.operation.combining());
-        work.buffers.step(ranges, combining);
+        work.memory.step(ranges, combining, self.config.threads);
         work.steps.push(StepTraffic {
             reduce,
             sent: ranges.iter().map(Range::len).collect(),
@@ -363,17 +340,11 @@ impl NativeCollectiveDevice for SimDevice {
             operation,
             element_type,
             length,
-            mut buffers,
+            memory,
             steps,
         } = work;
-        if operation == ReduceOperation::Mean {
-            buffers.divide(devices.len());
-        }
-        let outputs = devices
-            .iter()
-            .zip(buffers.into_values())
-            .map(|(&device, values)| SimTensor::new(device, values))
-            .collect();
+        let divide_by = (operation == ReduceOperation::Mean).then_some(devices.len());
+        let outputs = memory.into_outputs(&devices, divide_by, self.config.threads);
         if self.config.record_traffic {
             self.ledger.record(GenerationTraffic {
                 sequence: 0,
@@ -394,7 +365,7 @@ impl HostTensors for SimDevice {
     }
 
     fn download(&self, tensor: &SimTensor) -> Result<HostValues, SimError> {
-        Ok(tensor.values.clone())
+        Ok(tensor.values().clone())
     }
 
     fn supports(&self, element_type: ElementType, operation: ReduceOperation) -> bool {

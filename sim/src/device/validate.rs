@@ -28,11 +28,11 @@ pub(crate) fn begin(devices: &[DeviceId], inputs: &[SimPrepared]) -> Result<Shap
         return Err(SimError::EmptyWorld);
     };
     let shape = Shape {
-        element_type: first.tensor.element_type(),
-        length: first.tensor.len(),
+        element_type: first.tensor().element_type(),
+        length: first.tensor().len(),
     };
     for (rank, (input, &device)) in inputs.iter().zip(devices).enumerate() {
-        let tensor = &input.tensor;
+        let tensor = input.tensor();
         if tensor.device() != device {
             return Err(SimError::RankOnWrongDevice {
                 rank,

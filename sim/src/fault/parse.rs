@@ -248,7 +248,9 @@ impl fmt::Display for FaultSpec {
             FaultSite::Outputs { count } => write!(f, ":count={count}")?,
             _ => {}
         }
-        if let Some(rank) = self.rank {
+        // A rank on a site that takes none has no effect (see `FaultSpec::rank`), and the
+        // parser refuses it there: leave it out, so the text always parses back.
+        if let Some(rank) = self.rank.filter(|_| self.site.takes_rank()) {
             write!(f, ":rank={rank}")?;
         }
         if let Some(generation) = self.generation {

@@ -118,7 +118,8 @@ impl FaultSite {
 pub struct FaultSpec {
     /// Where it strikes.
     pub site: FaultSite,
-    /// The rank (see [`FaultSite::is_per_rank`]); `None` for every rank.
+    /// The rank (see [`FaultSite::is_per_rank`]); `None` for every rank. Ignored for a site
+    /// that takes none ([`FaultSite::takes_rank`]), and then left out of the text form.
     pub rank: Option<usize>,
     /// The generation; `None` for every generation.
     pub generation: Option<u64>,
