@@ -40,7 +40,6 @@
 //! | `work`       | [`CudaWork`]: a generation's buffers and events                        |
 //! | `host`       | upload/download for harnesses (`HostTensors`)                          |
 //! | `topology`   | [`Topology`]: what was set up, for reports                             |
-//! | [`perf`]     | the nccl-tests-style all-reduce sweep and table                        |
 //! | `error`      | [`CudaError`]                                                          |
 //!
 //! Machines without a GPU or CUDA toolkit build this crate and run its tests: construction
@@ -57,7 +56,6 @@ mod lane;
 mod mapping;
 #[cfg(feature = "nccl")]
 pub mod nccl;
-pub mod perf;
 mod probe;
 mod tensor;
 mod topology;

@@ -9,12 +9,13 @@
 use crate::buffer::DeviceBuffer;
 use crate::error::{CudaError, DriverResultExt};
 use crate::host::{from_bytes, to_bytes};
-use crate::perf::{PerfRow, count_wrong, expected_values, rank_values};
 use crate::probe::probe;
 use cudarc::driver::{CudaContext, CudaStream, result as driver};
 use cudarc::nccl::{result, sys};
-use ruccl_core::{DeviceId, ReduceOperation};
+use ruccl_core::{DeviceId, ReduceOperation, RingSchedule};
 use ruccl_sim::host::ElementType;
+use ruccl_sim::perf::pattern::{self, Expected};
+use ruccl_sim::perf::{PerfRow, SweepConfig};
 use std::ffi::c_int;
 use std::sync::Arc;
 use std::time::Instant;
@@ -105,48 +106,61 @@ impl NcclBaseline {
         result::get_nccl_version().map_err(nccl("ncclGetVersion"))
     }
 
-    /// Time `iterations` all-reduces of `count` elements per rank (after `warmup`), in place,
-    /// after one checked all-reduce of the reference inputs.
+    /// One row of `config`'s sweep at `bytes` per rank, as `ruccl_sim::perf::sweep` measures
+    /// it: every rank uploads the sim harness's [`pattern::input`]; with `config.check`, one
+    /// all-reduce whose result is compared with the reference (`#wrong`); then `config.warmup`
+    /// untimed and `config.iterations` timed all-reduces, in place. The world is this baseline's
+    /// (one rank per GPU), not `config.world`; `model` prices the ring schedule with
+    /// `config.link_model`, as the sweep does without a traffic ledger.
     pub fn measure(
         &self,
-        element_type: ElementType,
-        operation: ReduceOperation,
-        count: usize,
-        warmup: usize,
-        iterations: usize,
+        config: &SweepConfig,
+        bytes: usize,
     ) -> Result<PerfRow, NcclBaselineError> {
+        let (element_type, operation) = (config.element_type, config.operation);
         let world = self.comms.len();
+        let count = bytes / element_type.size();
         let buffers = self
             .streams
             .iter()
             .enumerate()
             .map(|(rank, stream)| {
-                let values = to_bytes(&rank_values(element_type, operation, rank, count));
+                let values = to_bytes(&pattern::input(element_type, operation, rank, count));
                 upload(stream, &values)
             })
             .collect::<Result<Vec<_>, CudaError>>()?;
-        self.all_reduce(&buffers, element_type, operation, count)?;
-        let expected = expected_values(element_type, operation, world, count);
-        let mut wrong = 0;
-        for buffer in &buffers {
-            wrong += count_wrong(&from_bytes(element_type, &download(buffer)?), &expected);
+        let mut wrong = None;
+        if config.check {
+            self.all_reduce(&buffers, element_type, operation, count)?;
+            let expected = Expected::new(element_type, operation, world);
+            let mut total = 0;
+            for buffer in &buffers {
+                let output = from_bytes(element_type, &download(buffer)?);
+                total += expected.count_wrong(&output, count);
+            }
+            wrong = Some(total);
         }
-        for _ in 0..warmup {
+        for _ in 0..config.warmup {
             self.all_reduce(&buffers, element_type, operation, count)?;
         }
         let start = Instant::now();
-        for _ in 0..iterations {
+        for _ in 0..config.iterations {
             self.all_reduce(&buffers, element_type, operation, count)?;
         }
         let elapsed = start.elapsed();
+        let model_seconds = config
+            .link_model
+            .price_schedule(&RingSchedule::new(world, count), element_type.size());
         Ok(PerfRow {
             bytes: count * element_type.size(),
             count,
             element_type,
             operation,
             world,
-            time_us: elapsed.as_secs_f64() * 1e6 / iterations.max(1) as f64,
+            time_us: elapsed.as_secs_f64() * 1e6 / config.iterations.max(1) as f64,
             wrong,
+            traffic_ratio: None,
+            model_us: model_seconds * 1e6,
         })
     }
 

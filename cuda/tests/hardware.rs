@@ -10,7 +10,6 @@ mod common;
 
 use ruccl_core::{DeviceId, NativeCollectiveDevice, NativeCommunicator, ReduceOperation};
 use ruccl_cuda::kernels::nvrtc_available;
-use ruccl_cuda::perf::{expected_values, rank_values};
 use ruccl_cuda::{
     ContextKind, ContextPolicy, CudaCollective, CudaConfig, CudaError, DeviceMap, KernelSource,
     PeerStatus,
@@ -27,9 +26,9 @@ fn check_all_reduce(
     let communicator = NativeCommunicator::new(devices.to_vec(), device.clone()).unwrap();
     let world = devices.len();
     let inputs: Vec<HostValues> = (0..world)
-        .map(|rank| rank_values(element_type, operation, rank, len))
+        .map(|rank| common::input(element_type, operation, rank, len))
         .collect();
-    let expected = expected_values(element_type, operation, world, len);
+    let expected = common::kernel_reference(element_type, operation, world, len);
     for (rank, output) in common::all_reduce(device, &communicator, &inputs, operation)
         .into_iter()
         .enumerate()

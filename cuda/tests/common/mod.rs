@@ -6,9 +6,11 @@
 
 #![allow(dead_code)] // each test binary uses its own subset
 
+use half::{bf16, f16};
 use ruccl_core::{DeviceId, NativeCollectiveError, NativeCommunicator, ReduceOperation};
 use ruccl_cuda::{CudaCollective, CudaConfig, DeviceMap, probe};
-use ruccl_sim::host::{HostTensors, HostValues};
+use ruccl_sim::host::{ElementType, HostTensors, HostValues};
+use ruccl_sim::perf::pattern::{self, Expected};
 use std::time::Duration;
 
 /// Whether a missing GPU must fail the test instead of skipping it.
@@ -110,4 +112,71 @@ pub fn all_reduce(
 /// The first `world` devices of `map`, in order: rank `r` on the `r`-th.
 pub fn first_devices(map: &DeviceMap, world: usize) -> Vec<DeviceId> {
     map.devices().take(world).collect()
+}
+
+/// Rank `rank`'s input for the exactness checks: the sim perf harness's pattern, whose
+/// reduction is exact in every type.
+pub fn input(
+    element_type: ElementType,
+    operation: ReduceOperation,
+    rank: usize,
+    len: usize,
+) -> HostValues {
+    pattern::input(element_type, operation, rank, len)
+}
+
+/// What the kernels must produce, bit for bit, from [`input`]s over `world` ranks: the exact
+/// reduction (sim's [`Expected`]), with `Mean` scaled as `kernels/mean.cu` scales it — times the
+/// reciprocal of the world in the compute type (f32 for f16 and bf16), one rounding to storage;
+/// integers divided with truncation toward zero. (Sim's `#wrong` check allows `Mean` the element
+/// type's rounding, so it accepts this too; `tests/reference.rs` checks that.)
+pub fn kernel_reference(
+    element_type: ElementType,
+    operation: ReduceOperation,
+    world: usize,
+    len: usize,
+) -> HostValues {
+    let reduced = if operation == ReduceOperation::Mean {
+        ReduceOperation::Sum
+    } else {
+        operation
+    };
+    let exact = Expected::new(element_type, reduced, world);
+    // Every exact value is a small integer, so each conversion below is exact.
+    let values = (0..len).map(|index| exact.at(index));
+    let scale = operation == ReduceOperation::Mean;
+    let world_f32 = 1.0_f32 / world.max(1) as f32;
+    let world_f64 = 1.0_f64 / world.max(1) as f64;
+    let divisor = world.max(1) as i64;
+    let scaled_f32 = |sum: f64| {
+        if scale {
+            sum as f32 * world_f32
+        } else {
+            sum as f32
+        }
+    };
+    match element_type {
+        ElementType::F32 => HostValues::F32(values.map(scaled_f32).collect()),
+        ElementType::F64 => HostValues::F64(
+            values
+                .map(|sum| if scale { sum * world_f64 } else { sum })
+                .collect(),
+        ),
+        ElementType::F16 => {
+            HostValues::F16(values.map(|sum| f16::from_f32(scaled_f32(sum))).collect())
+        }
+        ElementType::BF16 => {
+            HostValues::BF16(values.map(|sum| bf16::from_f32(scaled_f32(sum))).collect())
+        }
+        ElementType::I32 => HostValues::I32(
+            values
+                .map(|sum| if scale { sum as i64 / divisor } else { sum as i64 } as i32)
+                .collect(),
+        ),
+        ElementType::I64 => HostValues::I64(
+            values
+                .map(|sum| if scale { sum as i64 / divisor } else { sum as i64 })
+                .collect(),
+        ),
+    }
 }

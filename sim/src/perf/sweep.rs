@@ -5,9 +5,11 @@
 //! Per size, every rank uploads its [`pattern::input`]; then, with the check on, one all-reduce
 //! whose outputs are downloaded and compared with the reference (`#wrong`, summed over ranks);
 //! then `warmup` untimed and `iterations` timed all-reduces, each feeding its output back as the
-//! next input, so nothing but the collective runs in the loop. Rank 0 times the iterations from
-//! the end of the last warm-up all-reduce to the end of its last timed one (a collective returns
-//! only once the generation is complete), so the harness's own barriers stay out of the figure.
+//! next input, so nothing but the collective runs in the loop (no host copy: on a GPU the loop
+//! times device work only). Rank 0 times the iterations from the end of the last warm-up
+//! all-reduce (with no warm-up, from a barrier after every rank's check) to the end of its last
+//! timed one (a collective returns only once the generation is complete, device work included),
+//! so the harness's own barriers stay out of the figure.
 
 use super::gate::{Broken, Gate};
 use super::pattern::{self, Expected};
@@ -338,6 +340,11 @@ impl<D: HostTensors> Shared<'_, D> {
         for _ in 0..config.warmup {
             tensor = self.all_reduce(rank, tensor, bytes, generation)?;
         }
+        if config.check && config.warmup == 0 {
+            // No warm-up all-reduce waited for the other ranks' checks: wait here, or the first
+            // timed one would include their downloads and comparisons.
+            self.gate.wait().map_err(broken)?;
+        }
         let start = Instant::now();
         for _ in 0..config.iterations {
             tensor = self.all_reduce(rank, tensor, bytes, generation)?;
@@ -423,4 +430,27 @@ fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
         "a panic with a non-string payload".to_owned()
     };
     format!("panicked: {text}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Instruments, SweepConfig, sweep};
+    use crate::SimDevice;
+
+    #[test]
+    fn a_checked_sweep_without_warm_up_waits_for_every_check_and_completes() {
+        let config = SweepConfig {
+            min_bytes: 8,
+            max_bytes: 512,
+            step_factor: 8,
+            world: 3,
+            iterations: 2,
+            warmup: 0,
+            ..SweepConfig::default()
+        };
+        let rows = sweep(&SimDevice::new(), &config, &Instruments::default(), &|_| {});
+        let rows = rows.unwrap_or_else(|error| panic!("{error}"));
+        assert_eq!(rows.len(), 3);
+        assert!(rows.iter().all(|row| row.wrong == Some(0)));
+    }
 }

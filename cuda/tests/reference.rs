@@ -1,0 +1,80 @@
+//! The kernels' reference results (`common::kernel_reference`, what the hardware tests compare
+//! with bit for bit) against the sim perf harness's `#wrong` check, which `ruccl-cuda-perf` uses:
+//! a correct GPU must show `#wrong` 0 in every type and operation. No GPU needed.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests assert by unwrapping
+
+mod common;
+
+use ruccl_core::ReduceOperation;
+use ruccl_sim::host::{ElementType, HostValues};
+use ruccl_sim::perf::pattern::{Expected, MAX_CHECKED_WORLD};
+
+/// Long enough for two periods of every operation's pattern (the longest is 61 elements).
+const LEN: usize = 2 * 61;
+
+#[test]
+fn the_perf_check_accepts_what_the_kernels_compute() {
+    for element_type in ElementType::ALL {
+        for operation in ReduceOperation::ALL {
+            for world in 1..=MAX_CHECKED_WORLD {
+                let reference = common::kernel_reference(element_type, operation, world, LEN);
+                let wrong =
+                    Expected::new(element_type, operation, world).count_wrong(&reference, LEN);
+                assert_eq!(wrong, 0, "{element_type} {operation} over {world} ranks");
+            }
+        }
+    }
+}
+
+#[test]
+fn a_world_of_one_returns_its_input_even_for_mean() {
+    for element_type in ElementType::ALL {
+        for operation in ReduceOperation::ALL {
+            assert_eq!(
+                common::kernel_reference(element_type, operation, 1, 100),
+                common::input(element_type, operation, 0, 100),
+                "{element_type} {operation}"
+            );
+        }
+    }
+}
+
+#[test]
+fn integer_mean_truncates_toward_zero_and_the_check_tells_it_from_flooring() {
+    let world = 4;
+    let HostValues::I64(sums) =
+        common::kernel_reference(ElementType::I64, ReduceOperation::Sum, world, 9)
+    else {
+        panic!("wrong type");
+    };
+    assert!(
+        sums.iter().any(|&sum| sum < 0 && sum % 4 != 0),
+        "the pattern has negative sums with a remainder: {sums:?}"
+    );
+    let means = common::kernel_reference(ElementType::I64, ReduceOperation::Mean, world, 9);
+    let truncated: Vec<i64> = sums.iter().map(|sum| sum / 4).collect();
+    assert_eq!(means, HostValues::I64(truncated));
+    let floored = HostValues::I64(sums.iter().map(|sum| sum.div_euclid(4)).collect());
+    let check = Expected::new(ElementType::I64, ReduceOperation::Mean, world);
+    assert!(check.count_wrong(&floored, 9) > 0);
+}
+
+#[test]
+fn float_mean_scales_by_the_reciprocal_in_the_compute_type() {
+    let world = 3;
+    let HostValues::F32(sums) =
+        common::kernel_reference(ElementType::F32, ReduceOperation::Sum, world, 9)
+    else {
+        panic!("wrong type");
+    };
+    let reciprocal = 1.0_f32 / 3.0;
+    let HostValues::BF16(means) =
+        common::kernel_reference(ElementType::BF16, ReduceOperation::Mean, world, 9)
+    else {
+        panic!("wrong type");
+    };
+    for (sum, mean) in sums.iter().zip(&means) {
+        assert_eq!(*mean, half::bf16::from_f32(sum * reciprocal));
+    }
+}
