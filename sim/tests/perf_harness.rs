@@ -14,10 +14,32 @@ use ruccl_sim::{
 };
 use std::ops::Range;
 use std::sync::Mutex;
+use std::time::Duration;
 
-/// A device that computes like the simulated one, then corrupts element 0 of rank 0's output.
+/// A device that computes like the simulated one, then (if `corrupt`) corrupts element 0 of rank
+/// 0's output, and whose downloads of any other rank's tensor take `slow_download` longer.
 #[derive(Clone, Debug, Default)]
-struct Corrupting(SimDevice);
+struct Altered {
+    inner: SimDevice,
+    corrupt: bool,
+    slow_download: Duration,
+}
+
+impl Altered {
+    fn corrupting() -> Self {
+        Self {
+            corrupt: true,
+            ..Self::default()
+        }
+    }
+
+    fn slow_to_download_off_rank_0(delay: Duration) -> Self {
+        Self {
+            slow_download: delay,
+            ..Self::default()
+        }
+    }
+}
 
 fn corrupt(values: HostValues) -> HostValues {
     fn bump<T: Copy>(mut values: Vec<T>, change: impl Fn(T) -> T) -> Vec<T> {
@@ -40,14 +62,14 @@ fn corrupt(values: HostValues) -> HostValues {
     }
 }
 
-impl NativeCollectiveDevice for Corrupting {
+impl NativeCollectiveDevice for Altered {
     type Tensor = SimTensor;
     type Prepared = SimPrepared;
     type Work = SimWork;
     type Error = SimError;
 
     fn prepare(&self, tensor: SimTensor, device: DeviceId) -> Result<SimPrepared, SimError> {
-        self.0.prepare(tensor, device)
+        self.inner.prepare(tensor, device)
     }
 
     fn begin(
@@ -56,11 +78,11 @@ impl NativeCollectiveDevice for Corrupting {
         inputs: &[SimPrepared],
         operation: ReduceOperation,
     ) -> Result<SimWork, SimError> {
-        self.0.begin(devices, inputs, operation)
+        self.inner.begin(devices, inputs, operation)
     }
 
     fn elements(&self, work: &SimWork) -> usize {
-        self.0.elements(work)
+        self.inner.elements(work)
     }
 
     fn exchange(
@@ -69,7 +91,7 @@ impl NativeCollectiveDevice for Corrupting {
         ranges: &[Range<usize>],
         reduce: bool,
     ) -> Result<(), SimError> {
-        self.0.exchange(work, ranges, reduce)
+        self.inner.exchange(work, ranges, reduce)
     }
 
     fn finish(
@@ -77,8 +99,8 @@ impl NativeCollectiveDevice for Corrupting {
         work: SimWork,
         operation: ReduceOperation,
     ) -> Result<Vec<SimTensor>, SimError> {
-        let mut outputs = self.0.finish(work, operation)?;
-        if let Some(first) = outputs.first_mut() {
+        let mut outputs = self.inner.finish(work, operation)?;
+        if let Some(first) = outputs.first_mut().filter(|_| self.corrupt) {
             let device = first.device();
             let values =
                 std::mem::replace(first, SimTensor::new(device, HostValues::F32(Vec::new())));
@@ -88,13 +110,16 @@ impl NativeCollectiveDevice for Corrupting {
     }
 }
 
-impl HostTensors for Corrupting {
+impl HostTensors for Altered {
     fn upload(&self, device: DeviceId, values: &HostValues) -> Result<SimTensor, SimError> {
-        self.0.upload(device, values)
+        self.inner.upload(device, values)
     }
 
     fn download(&self, tensor: &SimTensor) -> Result<HostValues, SimError> {
-        self.0.download(tensor)
+        if tensor.device() != DeviceId::new(0) {
+            std::thread::sleep(self.slow_download);
+        }
+        self.inner.download(tensor)
     }
 }
 
@@ -138,13 +163,13 @@ fn a_correct_device_has_no_wrong_elements_in_any_type_or_operation() {
 fn a_broken_device_has_wrong_elements() {
     for operation in ReduceOperation::ALL {
         let config = small_sweep(ElementType::F32, operation);
-        let rows = measure(&Corrupting::default(), &config);
+        let rows = measure(&Altered::corrupting(), &config);
         for row in &rows {
             // One corrupted element per size (every size has at least one element).
             assert_eq!(row.wrong, Some(1), "{operation} {} B", row.bytes);
         }
         let unchecked = measure(
-            &Corrupting::default(),
+            &Altered::corrupting(),
             &SweepConfig {
                 check: false,
                 ..config
@@ -239,7 +264,7 @@ fn scenarios_check_outputs_on_any_device() {
         ..ScenarioConfig::default()
     };
     let good = run_scenario(&SimDevice::new(), &config, &Tracer::new()).unwrap();
-    let broken = run_scenario(&Corrupting::default(), &config, &Tracer::new()).unwrap();
+    let broken = run_scenario(&Altered::corrupting(), &config, &Tracer::new()).unwrap();
     for (good, broken) in good.iter().zip(&broken) {
         assert_eq!(good.ok_ranks, [0, 1, 2]);
         assert_eq!(good.wrong, 0);
@@ -248,4 +273,27 @@ fn scenarios_check_outputs_on_any_device() {
         assert!(good.agreed() && broken.agreed());
         assert_eq!((good.moved, good.lower_bound), (400, 400));
     }
+}
+
+#[test]
+fn without_warm_up_the_timed_loop_excludes_the_other_ranks_checks() {
+    // Rank 0's check is fast, the others' downloads take 400 ms: were rank 0 to start its clock
+    // right after its own check, its one timed all-reduce would wait for theirs.
+    let delay = Duration::from_millis(400);
+    let config = SweepConfig {
+        min_bytes: 8,
+        max_bytes: 8,
+        world: 3,
+        iterations: 1,
+        warmup: 0,
+        ..SweepConfig::default()
+    };
+    let rows = measure(&Altered::slow_to_download_off_rank_0(delay), &config);
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0].wrong, Some(0));
+    let timed = Duration::from_secs_f64(rows[0].time_us / 1e6);
+    assert!(
+        timed < delay / 2,
+        "the timed all-reduce took {timed:?}: it included the other ranks' {delay:?} checks"
+    );
 }

@@ -431,26 +431,3 @@ fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
     };
     format!("panicked: {text}")
 }
-
-#[cfg(test)]
-mod tests {
-    use super::{Instruments, SweepConfig, sweep};
-    use crate::SimDevice;
-
-    #[test]
-    fn a_checked_sweep_without_warm_up_waits_for_every_check_and_completes() {
-        let config = SweepConfig {
-            min_bytes: 8,
-            max_bytes: 512,
-            step_factor: 8,
-            world: 3,
-            iterations: 2,
-            warmup: 0,
-            ..SweepConfig::default()
-        };
-        let rows = sweep(&SimDevice::new(), &config, &Instruments::default(), &|_| {});
-        let rows = rows.unwrap_or_else(|error| panic!("{error}"));
-        assert_eq!(rows.len(), 3);
-        assert!(rows.iter().all(|row| row.wrong == Some(0)));
-    }
-}
