@@ -26,6 +26,7 @@
 
 mod contain;
 mod device;
+mod element;
 mod error;
 mod registry;
 mod rendezvous;
@@ -34,6 +35,7 @@ mod schedule;
 pub mod sync;
 
 pub use device::{DeviceId, NativeCollectiveDevice, ParseReduceOperationError, ReduceOperation};
+pub use element::{ElementType, ParseElementTypeError};
 pub use error::{NativeCollectiveError, Phase};
 pub use registry::NativeCommunicators;
 pub use rendezvous::NativeCommunicator;

@@ -11,7 +11,7 @@ use crate::mapping::DeviceMapError;
 use cudarc::driver::DriverError;
 use cudarc::driver::sys::CUresult;
 use ruccl_core::DeviceId;
-use ruccl_sim::host::ElementType;
+use ruccl_core::ElementType;
 use std::ops::Range;
 
 /// A failure of the CUDA executor.

@@ -23,8 +23,8 @@ use cudarc::driver::{
     CudaContext, CudaFunction, CudaStream, LaunchConfig, PushKernelArg, sys::CUdevice_attribute,
 };
 use cudarc::nvrtc::{CompileOptions, Ptx};
+use ruccl_core::ElementType;
 use ruccl_core::{DeviceId, ReduceOperation};
-use ruccl_sim::host::ElementType;
 use std::path::PathBuf;
 use std::sync::Arc;
 

@@ -4,7 +4,7 @@
 use crate::buffer::DeviceBuffer;
 use cudarc::driver::{CudaEvent, CudaStream};
 use ruccl_core::DeviceId;
-use ruccl_sim::host::ElementType;
+use ruccl_core::ElementType;
 use std::fmt;
 use std::sync::Arc;
 

@@ -23,7 +23,7 @@ use crate::error::{CudaError, Result};
 use crate::kernels::CombineOp;
 use crate::lane::Lane;
 use cudarc::driver::CudaEvent;
-use ruccl_sim::host::ElementType;
+use ruccl_core::ElementType;
 use std::sync::Arc;
 
 /// One rank's part of a generation.

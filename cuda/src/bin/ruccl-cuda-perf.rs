@@ -9,10 +9,10 @@
 //! element is wrong or any run fails.
 
 use clap::Parser;
+use ruccl_core::ElementType;
 use ruccl_core::sync::Mutex;
 use ruccl_core::{DeviceId, ReduceOperation};
 use ruccl_cuda::{CudaCollective, CudaConfig, DeviceMap, probe};
-use ruccl_sim::host::ElementType;
 use ruccl_sim::perf::{Instruments, PerfRow, Size, SweepConfig, SweepEvent, sweep, table};
 use std::process::ExitCode;
 use std::time::Duration;
