@@ -27,17 +27,14 @@ pub(crate) fn device_call<T, E: std::error::Error>(
     }
 }
 
-/// Run an infallible device call (`elements`); a panic becomes `Panicked`.
+/// Run an infallible device call (`describe`, `clone`, `link_model`); a panic becomes
+/// `Panicked`.
 pub(crate) fn infallible_call<T>(
     phase: Phase,
+    rank: Option<usize>,
     call: impl FnOnce() -> T,
 ) -> Result<T, NativeCollectiveError> {
-    catch_unwind(AssertUnwindSafe(call)).map_err(|payload| panicked(phase, None, payload))
-}
-
-/// Drop a device value; a panicking `Drop` becomes `Panicked` instead of unwinding.
-pub(crate) fn release<T>(phase: Phase, value: T) -> Result<(), NativeCollectiveError> {
-    infallible_call(phase, move || drop(value))
+    catch_unwind(AssertUnwindSafe(call)).map_err(|payload| panicked(phase, rank, payload))
 }
 
 /// Drop a value whose failure to drop cannot change an outcome already decided (an error is

@@ -1,8 +1,8 @@
 //! The device side of the contract: device identities, reduce operations, and the executor trait
 //! that a backend (simulated host memory, CUDA) implements.
 
+use crate::{ElementType, LinkModel, Plan, Step};
 use std::fmt;
-use std::ops::Range;
 use std::str::FromStr;
 
 /// One device (one rank's GPU, or a logical device) in a process.
@@ -69,8 +69,8 @@ impl ReduceOperation {
         }
     }
 
-    /// The operation a reduce-scatter step combines with: `Mean` combines as `Sum` and is scaled
-    /// once at the end.
+    /// The operation a combining step folds with: `Mean` folds as `Sum` and is scaled once at
+    /// the end.
     pub const fn combining(self) -> ReduceOperation {
         match self {
             ReduceOperation::Mean => ReduceOperation::Sum,
@@ -109,22 +109,38 @@ impl FromStr for ReduceOperation {
     }
 }
 
-/// A device executor: the only code that touches device memory. The communicator drives it
-/// through one generation as `prepare` (on each rank's thread), then, on the last arriver's
-/// thread, `begin`, `2(W-1)` calls of `exchange` following the
-/// [`RingSchedule`](crate::RingSchedule), and `finish`.
+/// The length and element type of a prepared tensor, as a device describes it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct TensorInfo {
+    /// Number of elements.
+    pub len: usize,
+    /// The element type.
+    pub element: ElementType,
+}
+
+impl fmt::Display for TensorInfo {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} × {}", self.len, self.element)
+    }
+}
+
+/// A device executor: the only code that touches device memory.
 ///
-/// An executor never implements a collective itself: it moves ranges between ring neighbours and
-/// combines elements locally. Every method may fail with `Self::Error` or panic; the communicator
-/// turns either into one [`NativeCollectiveError`](crate::NativeCollectiveError) shared by all
-/// ranks of the generation. Dropping any of the associated values may also panic; that is
-/// contained too.
+/// The communicator drives it through one generation: `prepare` and `describe` on each rank's
+/// thread, then, on the last arriver's thread and only once the ranks agreed on the collective
+/// and their tensors' shapes, `begin` with the generation's [`Plan`], one `exchange` per
+/// [`Step`] of the plan, and `finish`. An executor never implements a collective itself: it moves
+/// ranges between working buffers and folds elements locally, exactly as the plan says.
+///
+/// Every method may fail with `Self::Error` or panic; the communicator turns either into one
+/// [`NativeCollectiveError`](crate::NativeCollectiveError) shared by all ranks of the generation.
+/// Dropping any associated value may also panic; that is contained too.
 pub trait NativeCollectiveDevice: Clone + Send + Sync + 'static {
     /// An owned device tensor; its elements stay on the device.
     type Tensor: Send + 'static;
     /// The tensor plus a capture of its producer stream, made on the submitting rank's thread.
     type Prepared: Send + 'static;
-    /// Device-owned outputs, scratch space and stream dependencies of one generation.
+    /// Device-owned working buffers, scratch space and stream dependencies of one generation.
     type Work;
     /// Why the device failed; its `Display` text is what every rank receives.
     type Error: std::error::Error + Send + Sync + 'static;
@@ -137,35 +153,38 @@ pub trait NativeCollectiveDevice: Clone + Send + Sync + 'static {
         device: DeviceId,
     ) -> Result<Self::Prepared, Self::Error>;
 
-    /// Validate the inputs (same length, same element type, each on its rank's device, the
-    /// operation supported for the element type) and clone them into device-local output buffers.
-    /// `devices[r]` is rank `r`'s device and `inputs[r]` its prepared tensor.
+    /// Length and element type of a prepared tensor; the core checks them across ranks.
+    fn describe(&self, input: &Self::Prepared) -> TensorInfo;
+
+    /// Check each input is on its rank's device (`devices[r]` is rank `r`'s, `inputs[r]` its
+    /// tensor) and the plan's operation is supported for the element type; make one working
+    /// buffer of `plan.buffer_len()` elements per rank holding rank `r`'s input at
+    /// `plan.placement(r)` (the rest is never read before the schedule writes it).
+    ///
+    /// Takes the inputs: where `buffer_len == input_len` a device may use the input's own
+    /// allocation as the working buffer (in place, no copy); inputs still being read stay alive
+    /// inside the work.
     fn begin(
         &self,
         devices: &[DeviceId],
-        inputs: &[Self::Prepared],
-        operation: ReduceOperation,
+        inputs: Vec<Self::Prepared>,
+        plan: &Plan,
     ) -> Result<Self::Work, Self::Error>;
 
-    /// The number of elements of each rank's tensor in `work`.
-    fn elements(&self, work: &Self::Work) -> usize;
+    /// One step. Every transfer reads its range from the state before the step. Then, if
+    /// `step.combine`, every element that received values becomes the plan's operation folded
+    /// over its own value and the received ones in ascending rank order (its own value at its own
+    /// rank's position; `Mean` folds as `Sum`); otherwise it is overwritten (at most one transfer
+    /// writes an element in a step). Device to device only.
+    fn exchange(&self, work: &mut Self::Work, step: &Step) -> Result<(), Self::Error>;
 
-    /// One ring step. `ranges[r]` is the range rank `r` sends to rank `(r + 1) % world`. All sends
-    /// of the step read the state from before the step; then each destination combines its
-    /// received range with its own (`reduce = true`, with the operation given to `begin`, `Mean`
-    /// combining as `Sum`) or overwrites its own with it (`reduce = false`). Device to device only.
-    fn exchange(
-        &self,
-        work: &mut Self::Work,
-        ranges: &[Range<usize>],
-        reduce: bool,
-    ) -> Result<(), Self::Error>;
+    /// Scale `Mean` outputs by `1/world`, complete all streams, and return one output per rank:
+    /// rank `r`'s `plan.output(r)` range, in rank order.
+    fn finish(&self, work: Self::Work, plan: &Plan) -> Result<Vec<Self::Tensor>, Self::Error>;
 
-    /// Apply the final scaling (`Mean`: multiply by `1 / world`) and complete all streams before
-    /// returning one output per rank, in rank order.
-    fn finish(
-        &self,
-        work: Self::Work,
-        operation: ReduceOperation,
-    ) -> Result<Vec<Self::Tensor>, Self::Error>;
+    /// The α–β model [`Algorithm::Auto`](crate::Algorithm::Auto) prices plans with on this
+    /// device; read once, when a communicator is created. The default is a PCIe-class machine.
+    fn link_model(&self) -> LinkModel {
+        LinkModel::default()
+    }
 }

@@ -1,6 +1,6 @@
 //! The one error type every rank of a generation receives, and the phases it can name.
 
-use crate::ReduceOperation;
+use crate::{Algorithm, Collective, ReduceOperation, ScheduleViolation, TensorInfo};
 use std::fmt;
 use std::time::Duration;
 
@@ -10,42 +10,33 @@ use std::time::Duration;
 pub enum Phase {
     /// `NativeCollectiveDevice::prepare`, on the submitting rank's thread.
     Prepare,
+    /// `NativeCollectiveDevice::describe`, on the submitting rank's thread.
+    Describe,
     /// `NativeCollectiveDevice::begin`.
     Begin,
-    /// `NativeCollectiveDevice::elements`.
-    Elements,
-    /// `NativeCollectiveDevice::exchange`, at this step of the schedule (`0..2(W-1)`).
+    /// `NativeCollectiveDevice::exchange`, at this step of the plan.
     Exchange {
-        /// Index of the ring step.
+        /// Index of the step in the plan.
         step: usize,
     },
     /// `NativeCollectiveDevice::finish`.
     Finish,
-    /// Dropping a tensor the caller handed in that never reached the device.
-    DropTensor,
-    /// Dropping prepared inputs once the ring was done with them.
-    DropPrepared,
-    /// Dropping the work of a generation that failed part-way.
-    DropWork,
-    /// Dropping outputs that were never delivered.
-    DropOutputs,
     /// Cloning the device handle for a new communicator.
     CloneDevice,
+    /// `NativeCollectiveDevice::link_model`, when a communicator is created.
+    LinkModel,
 }
 
 impl fmt::Display for Phase {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Phase::Prepare => f.write_str("prepare"),
+            Phase::Describe => f.write_str("describe"),
             Phase::Begin => f.write_str("begin"),
-            Phase::Elements => f.write_str("elements"),
             Phase::Exchange { step } => write!(f, "exchange step {step}"),
             Phase::Finish => f.write_str("finish"),
-            Phase::DropTensor => f.write_str("drop of an undelivered tensor"),
-            Phase::DropPrepared => f.write_str("drop of prepared inputs"),
-            Phase::DropWork => f.write_str("drop of the work"),
-            Phase::DropOutputs => f.write_str("drop of undelivered outputs"),
             Phase::CloneDevice => f.write_str("clone of the device handle"),
+            Phase::LinkModel => f.write_str("link_model"),
         }
     }
 }
@@ -63,7 +54,7 @@ pub enum NativeCollectiveError {
         /// What is wrong with them.
         reason: String,
     },
-    /// `all_reduce` was called with a rank outside `0..world`.
+    /// A collective was called with a rank outside `0..world`.
     #[error("rank {rank} is outside the world of {world} ranks")]
     RankOutOfRange {
         /// The rank given.
@@ -71,7 +62,8 @@ pub enum NativeCollectiveError {
         /// The communicator's world size.
         world: usize,
     },
-    /// The ranks of one generation asked for different reduce operations.
+    /// The ranks of one generation asked for the same reducing collective and algorithm with
+    /// different reduce operations.
     #[error("ranks asked for different reduce operations in generation {generation}: {}", list_operations(.operations))]
     ReductionMismatch {
         /// The generation (0-based count of the communicator's collectives).
@@ -79,6 +71,46 @@ pub enum NativeCollectiveError {
         /// The operation each rank asked for, in rank order.
         operations: Vec<ReduceOperation>,
     },
+    /// The ranks of one generation asked for different collectives: another kind, root or
+    /// algorithm, or different custom plans.
+    #[error("ranks asked for different collectives in generation {generation}: {}", list_requests(.requests, *.plans_differ))]
+    CollectiveMismatch {
+        /// The generation (0-based count of the communicator's collectives).
+        generation: u64,
+        /// What each rank asked for, in rank order.
+        requests: Vec<(Collective, Algorithm)>,
+        /// Every rank asked for the same custom collective, with plans that differ.
+        plans_differ: bool,
+    },
+    /// The ranks' input tensors differ in length or element type.
+    #[error("ranks' inputs differ in generation {generation}: {}", list_shapes(.shapes))]
+    ShapeMismatch {
+        /// The generation.
+        generation: u64,
+        /// Each rank's input, in rank order.
+        shapes: Vec<TensorInfo>,
+    },
+    /// The ranks agreed on a collective that cannot run: a broadcast root outside the world, a
+    /// reduce-scatter input not divisible by the world, halving-doubling on a world that is not a
+    /// power of two, a custom plan for another world or input length.
+    #[error(
+        "{collective} via {algorithm} cannot run on {world} ranks with {input_len} elements each: {reason}"
+    )]
+    InvalidCollective {
+        /// The collective asked for.
+        collective: Collective,
+        /// The algorithm asked for.
+        algorithm: Algorithm,
+        /// The world size.
+        world: usize,
+        /// Elements of every rank's input.
+        input_len: usize,
+        /// Why it cannot run.
+        reason: String,
+    },
+    /// A schedule failed the symbolic checker.
+    #[error("the schedule is wrong: {0}")]
+    InvalidSchedule(#[source] ScheduleViolation),
     /// The device executor returned an error; its message is kept.
     #[error("device error in {phase}{}: {message}", on_rank(*.rank))]
     Device {
@@ -125,7 +157,7 @@ pub enum NativeCollectiveError {
         timeout: Duration,
         /// The ranks that never arrived in that generation (or, for a rank waiting to enter,
         /// the ranks that had not yet left the previous one). Empty when every rank had arrived
-        /// and the ring itself was still running.
+        /// and the schedule itself was still running.
         missing: Vec<usize>,
     },
 }
@@ -146,8 +178,31 @@ fn on_rank(rank: Option<usize>) -> String {
 
 fn stragglers(missing: &[usize]) -> String {
     if missing.is_empty() {
-        "every rank had arrived and the ring was still running".to_owned()
+        "every rank had arrived and the schedule was still running".to_owned()
     } else {
         format!("ranks {missing:?} never arrived")
     }
+}
+
+fn list_requests(requests: &[(Collective, Algorithm)], plans_differ: bool) -> String {
+    let listed: Vec<String> = requests
+        .iter()
+        .enumerate()
+        .map(|(rank, (collective, algorithm))| format!("rank {rank}: {collective} via {algorithm}"))
+        .collect();
+    let listed = listed.join(", ");
+    if plans_differ {
+        format!("{listed} (their custom plans differ)")
+    } else {
+        listed
+    }
+}
+
+fn list_shapes(shapes: &[TensorInfo]) -> String {
+    let listed: Vec<String> = shapes
+        .iter()
+        .enumerate()
+        .map(|(rank, shape)| format!("rank {rank}: {shape}"))
+        .collect();
+    listed.join(", ")
 }

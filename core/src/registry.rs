@@ -44,7 +44,7 @@ impl<D: NativeCollectiveDevice> NativeCommunicators<D> {
             }
         }
         // Cloning the device handle is device code: a panic there must not unwind through us.
-        let device = infallible_call(Phase::CloneDevice, || self.device.clone())?;
+        let device = infallible_call(Phase::CloneDevice, None, || self.device.clone())?;
         let created = Arc::new(NativeCommunicator::new(devices.clone(), device)?);
         // An aborted predecessor is replaced here; dropping our reference to it drops no device
         // value (an aborted communicator holds no deposits), only its state.

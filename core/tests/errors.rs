@@ -5,10 +5,13 @@
 
 mod common;
 
-use common::{Action, Site, Tensor, TestDevice, devices, ramp, reference, run_generation, tensors};
+use common::{
+    Action, Ask, Site, Tensor, TestDevice, devices, ramp, reference, run_generation, run_requests,
+    tensors,
+};
 use ruccl_core::{
-    DeviceId, NativeCollectiveError, NativeCommunicator, NativeCommunicators, Phase,
-    ReduceOperation,
+    Algorithm, Collective, DeviceId, NativeCollectiveError, NativeCommunicator,
+    NativeCommunicators, Phase, Plan, ReduceOperation,
 };
 use std::time::Duration;
 
@@ -149,14 +152,20 @@ fn a_prepare_panic_on_one_rank_reaches_every_rank() {
 #[test]
 fn executor_errors_at_every_site_reach_every_rank() {
     let world = 4;
-    let steps = 2 * (world - 1);
+    let ring = Ask::Built(Collective::AllReduce(SUM), Algorithm::Ring);
+    let steps = Plan::new(Collective::AllReduce(SUM), Algorithm::Ring, world, 9)
+        .unwrap()
+        .steps()
+        .len();
+    assert_eq!(steps, 6);
     let mut sites = vec![(Site::Begin, Phase::Begin), (Site::Finish, Phase::Finish)];
     sites.extend((0..steps).map(|step| (Site::Exchange { step }, Phase::Exchange { step })));
     for (site, phase) in sites {
         for action in [Action::Fail, Action::Panic] {
             let (device, communicator) = communicator(world);
             device.inject(site, action);
-            let outcomes = run_generation(&communicator, tensors(&ramp(world, 9, 0)), &[SUM; 4]);
+            let asks = vec![ring.clone(); world];
+            let outcomes = run_requests(&communicator, tensors(&ramp(world, 9, 0)), &asks);
             let expected = match action {
                 Action::Fail => NativeCollectiveError::Device {
                     phase,
@@ -190,12 +199,13 @@ fn a_wrong_output_count_reaches_every_rank() {
 
 #[test]
 fn a_panicking_drop_of_a_prepared_input_fails_the_generation_for_everyone() {
+    // The device drops the inputs it has read inside `begin`.
     let (_, communicator) = communicator(3);
     let mut inputs = tensors(&ramp(3, 5, 0));
     inputs[1].bomb = true;
     let outcomes = run_generation(&communicator, inputs, &[SUM; 3]);
     let expected = NativeCollectiveError::Panicked {
-        phase: Phase::DropPrepared,
+        phase: Phase::Begin,
         rank: None,
         message: "injected panic in tensor drop".into(),
     };
@@ -207,7 +217,12 @@ fn a_panicking_drop_of_the_work_after_a_failure_keeps_the_original_error() {
     let (device, communicator) = communicator(2);
     device.bomb_next_work();
     device.inject(Site::Exchange { step: 1 }, Action::Fail);
-    let outcomes = run_generation(&communicator, tensors(&ramp(2, 5, 0)), &[SUM; 2]);
+    let ring = Ask::Built(Collective::AllReduce(SUM), Algorithm::Ring);
+    let outcomes = run_requests(
+        &communicator,
+        tensors(&ramp(2, 5, 0)),
+        &[ring.clone(), ring],
+    );
     let expected = NativeCollectiveError::Device {
         phase: Phase::Exchange { step: 1 },
         rank: None,

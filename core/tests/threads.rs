@@ -100,8 +100,8 @@ fn panicking_drops_and_faults_strand_nobody_and_every_rank_agrees() {
         })
         .collect();
     drop(results);
-    // One exchange panic as well, in whichever generation first reaches step 2 after this.
-    device.inject(Site::Exchange { step: 2 }, Action::Panic);
+    // One exchange panic as well, in whichever generation first reaches a step after this.
+    device.inject(Site::Exchange { step: 0 }, Action::Panic);
     for handle in handles {
         handle.join().unwrap();
     }
@@ -173,7 +173,7 @@ fn abort_releases_ranks_waiting_for_stragglers() {
 }
 
 #[test]
-fn abort_while_the_device_hangs_releases_the_waiters_and_discards_the_ring() {
+fn abort_while_the_device_hangs_releases_the_waiters_and_discards_the_run() {
     const WORLD: usize = 3;
     let (device, communicator) = shared(WORLD);
     device.hang();
@@ -258,7 +258,7 @@ fn abort_racing_with_completion_never_splits_a_generation() {
 }
 
 #[test]
-fn a_timeout_while_the_ring_hangs_reaches_every_rank_and_names_no_straggler() {
+fn a_timeout_while_the_schedule_hangs_reaches_every_rank_and_names_no_straggler() {
     const WORLD: usize = 2;
     let (device, communicator) = shared(WORLD);
     device.hang();
@@ -290,7 +290,7 @@ fn a_timeout_while_the_ring_hangs_reaches_every_rank_and_names_no_straggler() {
     assert!(
         first
             .to_string()
-            .ends_with("every rank had arrived and the ring was still running")
+            .ends_with("every rank had arrived and the schedule was still running")
     );
     assert_eq!(outcomes[1].as_ref().unwrap_err(), first);
 }
@@ -387,7 +387,7 @@ fn a_second_call_for_a_rank_already_waiting_times_out_on_the_same_generation() {
 }
 
 #[test]
-fn a_call_waiting_to_enter_while_the_ring_runs_times_out_on_the_next_generation() {
+fn a_call_waiting_to_enter_while_a_schedule_runs_times_out_on_the_next_generation() {
     const WORLD: usize = 2;
     let (device, communicator) = shared(WORLD);
     device.hang();

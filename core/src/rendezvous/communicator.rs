@@ -1,13 +1,17 @@
 //! [`NativeCommunicator`]: one ordered device group and its reusable rendezvous.
 
+use super::agreement::{CachedPlan, Request, agree};
 use super::padded::Padded;
-use super::state::{Delivery, Outcome, State, Submission};
-use crate::contain::{device_call, discard};
+use super::state::{Batch, Delivery, Outcome, State, Submission};
+use crate::contain::{device_call, discard, infallible_call};
 use crate::error::{NativeCollectiveError, Phase};
-use crate::ring::ring_all_reduce;
+use crate::run::run_plan;
 use crate::sync::atomic::{AtomicUsize, Ordering};
 use crate::sync::{Backoff, Condvar, Deadline, Mutex, MutexGuard};
-use crate::{DeviceId, NativeCollectiveDevice, ReduceOperation};
+use crate::{
+    Collective, CollectiveOptions, DeviceId, LinkModel, NativeCollectiveDevice, Plan,
+    ReduceOperation,
+};
 use std::fmt;
 use std::time::Duration;
 
@@ -15,16 +19,22 @@ use std::time::Duration;
 type Guard<'a, D> = MutexGuard<'a, State<D>>;
 
 /// An ordered group of distinct devices, one rank each, and the rendezvous that runs their
-/// all-reduces generation after generation.
+/// collectives generation after generation.
 ///
-/// Each rank calls [`all_reduce`](Self::all_reduce) from its own thread. The last rank to arrive
-/// runs the ring on the device executor, without holding the state lock; every rank then
-/// receives its own output, or — if anything failed on any rank — the same
+/// Each rank calls a collective ([`all_reduce`](Self::all_reduce),
+/// [`reduce_scatter`](Self::reduce_scatter), [`all_gather`](Self::all_gather),
+/// [`broadcast`](Self::broadcast), or the general [`collective`](Self::collective) and
+/// [`run_plan`](Self::run_plan)) from its own thread. The last rank to arrive checks that every
+/// rank asked for the same thing with tensors of the same shape, resolves the generation's
+/// [`Plan`], and runs it on the device executor without holding the state lock; every rank then
+/// receives its own output, or — if anything failed on any rank, mismatches included — the same
 /// [`NativeCollectiveError`]. A rank may call again as soon as it has returned; it waits until
 /// every rank has left the previous generation.
 pub struct NativeCommunicator<D: NativeCollectiveDevice> {
     devices: Vec<DeviceId>,
     device: D,
+    /// The device's α–β model, read once: it resolves [`Algorithm::Auto`](crate::Algorithm::Auto).
+    model: LinkModel,
     state: Mutex<State<D>>,
     /// Signalled after every transition a waiter may be waiting for (publish, close, abort), and
     /// only when `State::sleepers > 0`.
@@ -42,9 +52,11 @@ impl<D: NativeCollectiveDevice> NativeCommunicator<D> {
     pub fn new(devices: Vec<DeviceId>, device: D) -> Result<Self, NativeCollectiveError> {
         validate_group(&devices)?;
         let world = devices.len();
+        let model = infallible_call(Phase::LinkModel, None, || device.link_model())?;
         Ok(Self {
             devices,
             device,
+            model,
             state: Mutex::new(State::new(world)),
             changed: Condvar::new(),
             progress: Padded(AtomicUsize::new(0)),
@@ -63,12 +75,16 @@ impl<D: NativeCollectiveDevice> NativeCommunicator<D> {
     }
 
     /// Submit rank `rank`'s tensor to the next generation and wait for that rank's output: the
-    /// element-wise `operation` over every rank's tensor of the same generation.
+    /// element-wise `operation` over every rank's tensor of the same generation
+    /// ([`Collective::AllReduce`], algorithm `Auto`, no timeout).
     ///
     /// Every rank of a generation receives either its output or the same error. Errors:
     /// [`RankOutOfRange`](NativeCollectiveError::RankOutOfRange) at once for a bad rank;
-    /// [`ReductionMismatch`](NativeCollectiveError::ReductionMismatch) if ranks disagree on the
-    /// operation; [`Device`](NativeCollectiveError::Device),
+    /// [`ReductionMismatch`](NativeCollectiveError::ReductionMismatch),
+    /// [`CollectiveMismatch`](NativeCollectiveError::CollectiveMismatch) or
+    /// [`ShapeMismatch`](NativeCollectiveError::ShapeMismatch) if ranks disagree;
+    /// [`InvalidCollective`](NativeCollectiveError::InvalidCollective) if the agreed collective
+    /// cannot run; [`Device`](NativeCollectiveError::Device),
     /// [`Panicked`](NativeCollectiveError::Panicked) or
     /// [`OutputCount`](NativeCollectiveError::OutputCount) if the executor failed anywhere;
     /// [`Aborted`](NativeCollectiveError::Aborted) or
@@ -82,7 +98,8 @@ impl<D: NativeCollectiveDevice> NativeCommunicator<D> {
         tensor: D::Tensor,
         operation: ReduceOperation,
     ) -> Result<D::Tensor, NativeCollectiveError> {
-        self.collective(rank, tensor, operation, None)
+        let collective = Collective::AllReduce(operation);
+        self.collective(rank, tensor, collective, CollectiveOptions::default())
     }
 
     /// Like [`all_reduce`](Self::all_reduce), but if this rank's generation has not been
@@ -90,8 +107,8 @@ impl<D: NativeCollectiveDevice> NativeCommunicator<D> {
     /// [`TimedOut`](NativeCollectiveError::TimedOut) naming the ranks that had not arrived, and
     /// every rank of that generation (and every later call) receives that error.
     ///
-    /// Under a model checker (`--cfg ruccl_loom` or `--cfg ruccl_shuttle`) time is not modelled
-    /// and the timeout never fires.
+    /// Under a model checker (`--cfg ruccl_loom` or `--cfg ruccl_shuttle`) the clock is never
+    /// read: see [`sync`](crate::sync) for how a timed wait behaves there.
     pub fn all_reduce_timeout(
         &self,
         rank: usize,
@@ -99,13 +116,85 @@ impl<D: NativeCollectiveDevice> NativeCommunicator<D> {
         operation: ReduceOperation,
         timeout: Duration,
     ) -> Result<D::Tensor, NativeCollectiveError> {
-        self.collective(rank, tensor, operation, Some(timeout))
+        let options = CollectiveOptions::default().with_timeout(timeout);
+        self.collective(rank, tensor, Collective::AllReduce(operation), options)
+    }
+
+    /// Reduce-scatter: every rank's input of `W·m` elements is reduced element-wise, and rank
+    /// `rank` receives block `rank` (`m` elements) of the result. An input length not divisible
+    /// by the world is [`InvalidCollective`](NativeCollectiveError::InvalidCollective) for every
+    /// rank. Errors as for [`all_reduce`](Self::all_reduce).
+    pub fn reduce_scatter(
+        &self,
+        rank: usize,
+        tensor: D::Tensor,
+        operation: ReduceOperation,
+    ) -> Result<D::Tensor, NativeCollectiveError> {
+        let collective = Collective::ReduceScatter(operation);
+        self.collective(rank, tensor, collective, CollectiveOptions::default())
+    }
+
+    /// All-gather: every rank's input of `m` elements, concatenated in rank order (`W·m`
+    /// elements), to every rank. Errors as for [`all_reduce`](Self::all_reduce).
+    pub fn all_gather(
+        &self,
+        rank: usize,
+        tensor: D::Tensor,
+    ) -> Result<D::Tensor, NativeCollectiveError> {
+        self.collective(
+            rank,
+            tensor,
+            Collective::AllGather,
+            CollectiveOptions::default(),
+        )
+    }
+
+    /// Broadcast: every rank receives rank `root`'s input. Every rank passes a tensor of the
+    /// same length and type (a non-root's contents are ignored). A root outside the world is
+    /// [`InvalidCollective`](NativeCollectiveError::InvalidCollective) for every rank; ranks
+    /// naming different roots get [`CollectiveMismatch`](NativeCollectiveError::CollectiveMismatch).
+    pub fn broadcast(
+        &self,
+        rank: usize,
+        tensor: D::Tensor,
+        root: usize,
+    ) -> Result<D::Tensor, NativeCollectiveError> {
+        let collective = Collective::Broadcast { root };
+        self.collective(rank, tensor, collective, CollectiveOptions::default())
+    }
+
+    /// The general entry: any collective, with `options` (algorithm, timeout). Every rank of a
+    /// generation must ask for the same collective and algorithm. Errors as for
+    /// [`all_reduce`](Self::all_reduce) and [`all_reduce_timeout`](Self::all_reduce_timeout).
+    pub fn collective(
+        &self,
+        rank: usize,
+        tensor: D::Tensor,
+        collective: Collective,
+        options: CollectiveOptions,
+    ) -> Result<D::Tensor, NativeCollectiveError> {
+        let request = Request::built_in(collective, options.algorithm);
+        self.submit(rank, tensor, request, options.timeout)
+    }
+
+    /// Run a plan of one's own, built (and so verified) with [`Plan::from_parts`], through the
+    /// same rendezvous. Every rank passes an equal plan (else
+    /// [`CollectiveMismatch`](NativeCollectiveError::CollectiveMismatch)) for this world and
+    /// its inputs' length (else [`InvalidCollective`](NativeCollectiveError::InvalidCollective)).
+    pub fn run_plan(
+        &self,
+        rank: usize,
+        tensor: D::Tensor,
+        plan: Plan,
+        timeout: Option<Duration>,
+    ) -> Result<D::Tensor, NativeCollectiveError> {
+        self.submit(rank, tensor, Request::custom(plan), timeout)
     }
 
     /// Abort the communicator. The first abort wins and is sticky: every rank of every generation
     /// not yet published, and every later call, receives
     /// [`Aborted`](NativeCollectiveError::Aborted) with this `reason`. A generation already
-    /// published is still delivered whole. A ring running right now has its outputs discarded.
+    /// published is still delivered whole. A plan running right now has its outputs discarded.
     pub fn abort(&self, reason: impl Into<String>) {
         self.abort_with(NativeCollectiveError::Aborted {
             reason: reason.into(),
@@ -117,11 +206,12 @@ impl<D: NativeCollectiveDevice> NativeCommunicator<D> {
         self.state.lock().aborted().is_some()
     }
 
-    fn collective(
+    /// Submit `rank`'s tensor with `request` and wait for its delivery.
+    fn submit(
         &self,
         rank: usize,
         tensor: D::Tensor,
-        operation: ReduceOperation,
+        request: Request,
         timeout: Option<Duration>,
     ) -> Result<D::Tensor, NativeCollectiveError> {
         let Some(&device) = self.devices.get(rank) else {
@@ -132,12 +222,9 @@ impl<D: NativeCollectiveDevice> NativeCommunicator<D> {
             });
         };
         let deadline = timeout.map_or_else(Deadline::never, Deadline::after);
-        let prepared = device_call(Phase::Prepare, Some(rank), || {
-            self.device.prepare(tensor, device)
-        });
         let submission = Submission {
-            operation,
-            prepared,
+            request,
+            prepared: self.prepare(rank, tensor, device),
         };
 
         let state = self.state.lock();
@@ -157,19 +244,19 @@ impl<D: NativeCollectiveDevice> NativeCommunicator<D> {
             discard(submission);
             return Err(error);
         }
-        let (generation, submissions) = state.deposit(rank, submission);
+        let (generation, batch) = state.deposit(rank, submission);
         let mut published = false;
-        if let Some(submissions) = submissions {
+        if let Some(batch) = batch {
             drop(state);
-            let outcome = self.execute(generation, submissions);
+            let (outcome, cache) = self.execute(generation, batch);
             state = self.state.lock();
             if let Some(error) = state.aborted().cloned() {
-                // An abort landed while the ring ran: it wins over this generation.
+                // An abort landed while the plan ran: it wins over this generation.
                 drop(state);
                 discard(outcome);
                 return Err(error);
             }
-            state.publish(outcome);
+            state.publish(outcome, cache);
             published = true;
         }
         self.leave(state, rank, generation, &deadline, timeout, published)
@@ -206,53 +293,43 @@ impl<D: NativeCollectiveDevice> NativeCommunicator<D> {
         }
     }
 
-    /// The last arriver's work: check the submissions agree and run the ring (lock released).
-    /// The outcome is every rank's output, or the one error every rank receives.
+    /// Prepare `tensor` on `device` and describe it, on the submitting rank's thread.
+    fn prepare(
+        &self,
+        rank: usize,
+        tensor: D::Tensor,
+        device: DeviceId,
+    ) -> Result<(D::Prepared, crate::TensorInfo), NativeCollectiveError> {
+        let prepared = device_call(Phase::Prepare, Some(rank), || {
+            self.device.prepare(tensor, device)
+        })?;
+        match infallible_call(Phase::Describe, Some(rank), || {
+            self.device.describe(&prepared)
+        }) {
+            Ok(info) => Ok((prepared, info)),
+            Err(failure) => {
+                discard(prepared);
+                Err(failure)
+            }
+        }
+    }
+
+    /// The last arriver's work, with the lock released: decide the generation and run its plan.
+    /// The outcome is every rank's output, or the one error every rank receives; the plan is
+    /// handed back to be kept for the next generation.
     fn execute(
         &self,
         generation: u64,
-        submissions: Vec<Submission<D::Prepared>>,
-    ) -> Outcome<D::Tensor> {
-        let (inputs, operation) = self.agreed_inputs(generation, submissions)?;
-        ring_all_reduce(&self.device, &self.devices, inputs, operation)
-    }
-
-    /// The prepared inputs and the operation every rank agreed on, or the generation's error:
-    /// a mismatch of operations first, then the lowest rank's `prepare` failure.
-    fn agreed_inputs(
-        &self,
-        generation: u64,
-        submissions: Vec<Submission<D::Prepared>>,
-    ) -> Result<(Vec<D::Prepared>, ReduceOperation), NativeCollectiveError> {
-        // `submissions` holds one entry per rank and a world has at least one rank.
-        let agreed = submissions
-            .first()
-            .map_or(ReduceOperation::Sum, |entry| entry.operation);
-        if submissions.iter().any(|entry| entry.operation != agreed) {
-            let operations = submissions.iter().map(|entry| entry.operation).collect();
-            discard(submissions);
-            return Err(NativeCollectiveError::ReductionMismatch {
-                generation,
-                operations,
-            });
-        }
-        let mut inputs = Vec::with_capacity(submissions.len());
-        let mut failure = None;
-        for submission in submissions {
-            match submission.prepared {
-                Ok(prepared) if failure.is_none() => inputs.push(prepared),
-                Ok(prepared) => discard(prepared),
-                Err(error) => {
-                    failure.get_or_insert(error);
-                }
+        batch: Batch<D::Prepared>,
+    ) -> (Outcome<D::Tensor>, Option<CachedPlan>) {
+        let mut cache = batch.cache;
+        match agree(generation, batch.submissions, &self.model, &mut cache) {
+            Ok(agreed) => {
+                let (inputs, plan, key) = agreed.into_parts();
+                let outcome = run_plan(&self.device, &self.devices, inputs, &plan);
+                (outcome, CachedPlan::keep(plan, key))
             }
-        }
-        match failure {
-            Some(error) => {
-                discard(inputs);
-                Err(error)
-            }
-            None => Ok((inputs, agreed)),
+            Err(error) => (Err(error), cache),
         }
     }
 

@@ -1,10 +1,14 @@
-//! The reusable rendezvous: ranks deposit their prepared tensors, the last arriver runs the ring
-//! outside the lock, and every rank leaves with its own output or the generation's one error.
+//! The reusable rendezvous: ranks deposit their prepared tensors, the last arriver decides the
+//! generation and runs its plan outside the lock, and every rank leaves with its own output or
+//! the generation's one error.
 //!
 //! - [`state`]: the guarded state machine and its invariants (no device calls, no blocking).
+//! - [`agreement`]: what the last arriver decides before any device call (mismatches, shapes,
+//!   the plan), and in which order.
 //! - [`communicator`]: the public [`NativeCommunicator`] that drives it (waiting, spinning,
-//!   running the ring, aborting).
+//!   running the plan, aborting).
 
+mod agreement;
 mod communicator;
 mod padded;
 mod state;

@@ -8,7 +8,7 @@
 //!            deposit (W-th)             publish                 take (last)
 //! Collecting(g) ───────────▶ Running(g) ───────▶ Delivering(g) ───────────▶ Collecting(g+1)
 //!   ranks deposit              the last arriver      ranks take their
-//!   into `slots`               runs the ring with    output from `outputs`
+//!   into `slots`               runs the plan with    output from `outputs`
 //!                              the lock released
 //! ```
 //!
@@ -23,26 +23,36 @@
 //! leave with the abort error, and the runner discards its outputs. A generation already in
 //! `Delivering` is still delivered whole.
 
+use super::agreement::{CachedPlan, Request};
 use crate::error::NativeCollectiveError;
-use crate::{NativeCollectiveDevice, ReduceOperation};
+use crate::{NativeCollectiveDevice, TensorInfo};
 
 /// Where the current generation stands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Stage {
     /// Ranks deposit into `slots`; ends when the last rank arrives.
     Collecting,
-    /// The last arriver holds the submissions and runs the ring with the lock released.
+    /// The last arriver holds the submissions and runs the plan with the lock released.
     Running,
     /// Outputs are published; ends when the last rank takes its own.
     Delivering,
 }
 
 /// What one rank brought to a generation.
-pub(super) struct Submission<P> {
-    /// The operation this rank asked for.
-    pub(super) operation: ReduceOperation,
-    /// Its prepared tensor, or why `prepare` failed.
-    pub(super) prepared: Result<P, NativeCollectiveError>,
+pub(crate) struct Submission<P> {
+    /// What this rank asked for.
+    pub(crate) request: Request,
+    /// Its prepared tensor and what the device says it is, or why `prepare` or `describe`
+    /// failed.
+    pub(crate) prepared: Result<(P, TensorInfo), NativeCollectiveError>,
+}
+
+/// What the last arriver takes out of the state to run a generation.
+pub(super) struct Batch<P> {
+    /// Every rank's submission, in rank order.
+    pub(super) submissions: Vec<Submission<P>>,
+    /// The last resolved plan, if one is kept.
+    pub(super) cache: Option<CachedPlan>,
 }
 
 /// One rank's result, as delivered.
@@ -70,6 +80,9 @@ pub(super) struct State<D: NativeCollectiveDevice> {
     undelivered: usize,
     /// The first abort's error. Set once, never cleared.
     aborted: Option<NativeCollectiveError>,
+    /// The last built-in plan resolved, kept for the next generation. `Running`: `None` (the
+    /// runner holds it) until `publish` puts it back.
+    cache: Option<CachedPlan>,
     /// Ranks blocked in the condition variable right now; a transition notifies only if `> 0`.
     pub(super) sleepers: usize,
 }
@@ -85,6 +98,7 @@ impl<D: NativeCollectiveDevice> State<D> {
             outputs: (0..world).map(|_| None).collect(),
             undelivered: 0,
             aborted: None,
+            cache: None,
             sleepers: 0,
         }
     }
@@ -108,13 +122,13 @@ impl<D: NativeCollectiveDevice> State<D> {
     }
 
     /// Deposit `rank`'s submission; requires `may_enter(rank)` and no abort. Returns the
-    /// generation joined, and — for the last arriver — every submission in rank order, with the
-    /// stage now `Running`.
+    /// generation joined, and — for the last arriver — every submission in rank order and the
+    /// kept plan, with the stage now `Running`.
     pub(super) fn deposit(
         &mut self,
         rank: usize,
         submission: Submission<D::Prepared>,
-    ) -> (u64, Option<Vec<Submission<D::Prepared>>>) {
+    ) -> (u64, Option<Batch<D::Prepared>>) {
         debug_assert!(self.may_enter(rank) && self.aborted.is_none());
         self.slots[rank] = Some(submission);
         self.arrived += 1;
@@ -124,14 +138,19 @@ impl<D: NativeCollectiveDevice> State<D> {
         self.arrived = 0;
         self.stage = Stage::Running;
         let submissions = self.slots.iter_mut().filter_map(Option::take).collect();
-        (self.generation, Some(submissions))
+        let batch = Batch {
+            submissions,
+            cache: self.cache.take(),
+        };
+        (self.generation, Some(batch))
     }
 
-    /// Publish the running generation's outcome; the stage becomes `Delivering`. Requires
-    /// `Running`, no abort, and (for `Ok`) exactly one output per rank, which the ring driver
-    /// guarantees by turning any other count into `OutputCount`.
-    pub(super) fn publish(&mut self, outcome: Outcome<D::Tensor>) {
+    /// Publish the running generation's outcome and put back the kept plan; the stage becomes
+    /// `Delivering`. Requires `Running`, no abort, and (for `Ok`) exactly one output per rank,
+    /// which the plan driver guarantees by turning any other count into `OutputCount`.
+    pub(super) fn publish(&mut self, outcome: Outcome<D::Tensor>, cache: Option<CachedPlan>) {
         debug_assert!(self.stage == Stage::Running && self.aborted.is_none());
+        self.cache = cache;
         match outcome {
             Ok(outputs) => {
                 debug_assert_eq!(outputs.len(), self.outputs.len());
@@ -186,7 +205,7 @@ impl<D: NativeCollectiveDevice> State<D> {
 
     /// The ranks holding up a rank that waits now: during `Collecting`, those that have not
     /// deposited; during `Delivering`, those that have not yet left; during `Running`, none (the
-    /// ring itself is what is slow).
+    /// schedule itself is what is slow).
     pub(super) fn stragglers(&self) -> Vec<usize> {
         let pending = |(rank, present): (usize, bool)| present.then_some(rank);
         match self.stage {
@@ -216,9 +235,12 @@ mod tests {
     //! generation. Real threads cannot hold a rank inside `Delivering` on purpose, so these
     //! paths are pinned here.
 
+    use super::super::agreement::Request;
     use super::{Stage, State, Submission};
-    use crate::{DeviceId, NativeCollectiveDevice, NativeCollectiveError, ReduceOperation};
-    use std::ops::Range;
+    use crate::{
+        Collective, DeviceId, ElementType, NativeCollectiveDevice, NativeCollectiveError, Plan,
+        ReduceOperation, Step, TensorInfo,
+    };
 
     /// A device whose values are plain numbers; its methods are never called here.
     #[derive(Clone)]
@@ -232,24 +254,31 @@ mod tests {
         fn prepare(&self, tensor: u32, _: DeviceId) -> Result<u32, Self::Error> {
             Ok(tensor)
         }
-        fn begin(&self, _: &[DeviceId], _: &[u32], _: ReduceOperation) -> Result<(), Self::Error> {
+        fn describe(&self, _: &u32) -> TensorInfo {
+            TensorInfo {
+                len: 1,
+                element: ElementType::I32,
+            }
+        }
+        fn begin(&self, _: &[DeviceId], _: Vec<u32>, _: &Plan) -> Result<(), Self::Error> {
             Ok(())
         }
-        fn elements(&self, _: &()) -> usize {
-            0
-        }
-        fn exchange(&self, _: &mut (), _: &[Range<usize>], _: bool) -> Result<(), Self::Error> {
+        fn exchange(&self, _: &mut (), _: &Step) -> Result<(), Self::Error> {
             Ok(())
         }
-        fn finish(&self, _: (), _: ReduceOperation) -> Result<Vec<u32>, Self::Error> {
+        fn finish(&self, _: (), _: &Plan) -> Result<Vec<u32>, Self::Error> {
             Ok(Vec::new())
         }
     }
 
     fn submission(value: u32) -> Submission<u32> {
+        let shape = Numbers.describe(&value);
         Submission {
-            operation: ReduceOperation::Sum,
-            prepared: Ok(value),
+            request: Request::built_in(
+                Collective::AllReduce(ReduceOperation::Sum),
+                Default::default(),
+            ),
+            prepared: Ok((value, shape)),
         }
     }
 
@@ -259,7 +288,7 @@ mod tests {
             assert!(state.deposit(rank, submission(rank as u32)).1.is_none());
         }
         let (_, taken) = state.deposit(world - 1, submission(world as u32 - 1));
-        taken.unwrap_or_default()
+        taken.map(|batch| batch.submissions).unwrap_or_default()
     }
 
     #[test]
@@ -287,7 +316,7 @@ mod tests {
     fn delivering_names_the_ranks_that_have_not_left() {
         let mut state = State::<Numbers>::new(3);
         fill(&mut state, 3);
-        state.publish(Ok(vec![10, 11, 12]));
+        state.publish(Ok(vec![10, 11, 12]), None);
         let (delivery, closed) = state.take(1, 0).unwrap_or((Ok(0), true));
         assert_eq!(delivery, Ok(11));
         assert!(!closed);
@@ -303,7 +332,7 @@ mod tests {
     fn the_last_departure_closes_the_generation_and_opens_the_next() {
         let mut state = State::<Numbers>::new(2);
         fill(&mut state, 2);
-        state.publish(Ok(vec![7, 8]));
+        state.publish(Ok(vec![7, 8]), None);
         assert_eq!(state.take(0, 0).map(|(_, closed)| closed), Some(false));
         assert_eq!(state.take(0, 0), None, "a delivery is taken once");
         assert_eq!(state.take(1, 0).map(|(_, closed)| closed), Some(true));
@@ -321,7 +350,7 @@ mod tests {
             expected: 3,
             actual: 1,
         };
-        state.publish(Err(error.clone()));
+        state.publish(Err(error.clone()), None);
         for rank in 0..3 {
             assert_eq!(
                 state.take(rank, 0).map(|(delivery, _)| delivery),
@@ -340,7 +369,7 @@ mod tests {
         assert!(won);
         let values: Vec<u32> = deposits
             .into_iter()
-            .filter_map(|entry| entry.prepared.ok())
+            .filter_map(|entry| entry.prepared.ok().map(|(value, _)| value))
             .collect();
         assert_eq!(values, vec![5, 6]);
         let (again, won) = state.abort(NativeCollectiveError::Aborted { reason: "b".into() });
@@ -352,7 +381,7 @@ mod tests {
     fn an_abort_after_publication_keeps_the_deliveries() {
         let mut state = State::<Numbers>::new(2);
         fill(&mut state, 2);
-        state.publish(Ok(vec![1, 2]));
+        state.publish(Ok(vec![1, 2]), None);
         let (deposits, won) = state.abort(NativeCollectiveError::Aborted {
             reason: "late".into(),
         });

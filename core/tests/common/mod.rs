@@ -1,8 +1,11 @@
 //! A small host-memory test device with scripted faults, shared by the core's integration tests.
 #![allow(dead_code)] // each test binary uses a different part of it
 
-use ruccl_core::{DeviceId, NativeCollectiveDevice, NativeCollectiveError, ReduceOperation};
-use std::ops::Range;
+use ruccl_core::{
+    Algorithm, Collective, CollectiveOptions, DeviceId, ElementType, LinkModel,
+    NativeCollectiveDevice, NativeCollectiveError, Plan, ReduceOperation, Step, TensorInfo,
+};
+use std::collections::BTreeMap;
 use std::sync::{Arc, Condvar, Mutex, Once};
 
 /// Where a scripted fault fires.
@@ -38,6 +41,10 @@ struct Script {
     clone_panics_after: Option<usize>,
     /// Let the work's `Drop` panic in the next generation.
     bomb_work: bool,
+    /// `describe` panics for this rank's tensor once.
+    describe_panics_for: Option<usize>,
+    /// `link_model` panics.
+    link_model_panics: bool,
 }
 
 /// The test device: each rank's tensor is a `Vec<i64>` tagged with its device.
@@ -104,7 +111,7 @@ impl Drop for Tensor {
 pub struct Work {
     buffers: Vec<Vec<i64>>,
     devices: Vec<DeviceId>,
-    operation: ReduceOperation,
+    operation: Option<ReduceOperation>,
     bomb: bool,
     step: usize,
 }
@@ -132,6 +139,16 @@ impl TestDevice {
 
     pub fn panic_on_clone_after(&self, clones: usize) {
         self.script.0.lock().unwrap().clone_panics_after = Some(clones);
+    }
+
+    /// Make the next `describe` of a tensor on `rank`'s device panic.
+    pub fn panic_in_describe(&self, rank: usize) {
+        self.script.0.lock().unwrap().describe_panics_for = Some(rank);
+    }
+
+    /// Make `link_model` panic.
+    pub fn panic_in_link_model(&self) {
+        self.script.0.lock().unwrap().link_model_panics = true;
     }
 
     pub fn bomb_next_work(&self) {
@@ -199,38 +216,60 @@ impl NativeCollectiveDevice for TestDevice {
         Ok(tensor)
     }
 
+    fn describe(&self, input: &Tensor) -> TensorInfo {
+        let rank = input.device.index() as usize;
+        let mut script = self.script.0.lock().unwrap();
+        if script.describe_panics_for == Some(rank) {
+            script.describe_panics_for = None;
+            drop(script);
+            panic!("injected panic in describe");
+        }
+        TensorInfo {
+            len: input.values.len(),
+            element: ElementType::I64,
+        }
+    }
+
     fn begin(
         &self,
         devices: &[DeviceId],
-        inputs: &[Tensor],
-        operation: ReduceOperation,
+        inputs: Vec<Tensor>,
+        plan: &Plan,
     ) -> Result<Work, TestError> {
         self.fire(Site::Begin)?;
-        let length = inputs[0].values.len();
-        if inputs.iter().any(|input| input.values.len() != length) {
-            return Err(TestError("inputs differ in length".into()));
+        let mut buffers = Vec::with_capacity(inputs.len());
+        for (rank, input) in inputs.iter().enumerate() {
+            if input.values.len() != plan.input_len() || input.device != devices[rank] {
+                return Err(TestError(format!(
+                    "rank {rank}'s input does not fit the plan"
+                )));
+            }
+            let mut buffer = vec![0; plan.buffer_len()];
+            let at = plan.placement(rank);
+            buffer[at..at + input.values.len()].copy_from_slice(&input.values);
+            buffers.push(buffer);
         }
+        // The inputs are read: dropping them here (a bomb panics inside `begin`).
+        drop(inputs);
         let bomb = std::mem::take(&mut self.script.0.lock().unwrap().bomb_work);
         Ok(Work {
-            buffers: inputs.iter().map(|input| input.values.clone()).collect(),
+            buffers,
             devices: devices.to_vec(),
-            operation,
+            operation: plan.collective().operation(),
             bomb,
             step: 0,
         })
     }
 
-    fn elements(&self, work: &Work) -> usize {
-        work.buffers[0].len()
+    fn link_model(&self) -> LinkModel {
+        if self.script.0.lock().unwrap().link_model_panics {
+            panic!("injected panic in link_model");
+        }
+        LinkModel::default()
     }
 
-    fn exchange(
-        &self,
-        work: &mut Work,
-        ranges: &[Range<usize>],
-        reduce: bool,
-    ) -> Result<(), TestError> {
-        let step = work.step;
+    fn exchange(&self, work: &mut Work, step: &Step) -> Result<(), TestError> {
+        let index = work.step;
         work.step += 1;
         {
             let mut script = self.script.0.lock().unwrap();
@@ -241,32 +280,47 @@ impl NativeCollectiveDevice for TestDevice {
             }
             script.hung -= 1;
         }
-        self.fire(Site::Exchange { step })?;
-        let world = work.buffers.len();
-        let sends: Vec<Vec<i64>> = (0..world)
-            .map(|rank| work.buffers[rank][ranges[rank].clone()].to_vec())
-            .collect();
-        for (rank, sent) in sends.into_iter().enumerate() {
-            let destination = &mut work.buffers[(rank + 1) % world][ranges[rank].clone()];
-            for (into, value) in destination.iter_mut().zip(sent) {
-                if reduce {
-                    combine(work.operation, into, value);
-                } else {
-                    *into = value;
-                }
+        self.fire(Site::Exchange { step: index })?;
+        // Every transfer reads the state before the step.
+        let before = work.buffers.clone();
+        // (receiver, element) -> every (sender, value) it receives, in sender order.
+        let mut received: BTreeMap<(usize, usize), BTreeMap<usize, i64>> = BTreeMap::new();
+        for transfer in &step.transfers {
+            for element in transfer.range.clone() {
+                received
+                    .entry((transfer.to, element))
+                    .or_default()
+                    .insert(transfer.from, before[transfer.from][element]);
             }
+        }
+        for ((to, element), mut values) in received {
+            work.buffers[to][element] = if step.combine {
+                values.insert(to, before[to][element]);
+                let operation = work.operation.unwrap_or(ReduceOperation::Sum);
+                let mut folded = values.into_values();
+                let first = folded.next().unwrap_or_default();
+                folded.fold(first, |mut into, value| {
+                    combine(operation, &mut into, value);
+                    into
+                })
+            } else {
+                values.into_values().next().unwrap_or_default()
+            };
         }
         Ok(())
     }
 
-    fn finish(&self, mut work: Work, operation: ReduceOperation) -> Result<Vec<Tensor>, TestError> {
+    fn finish(&self, mut work: Work, plan: &Plan) -> Result<Vec<Tensor>, TestError> {
         self.fire(Site::Finish)?;
         let world = work.buffers.len() as i64;
+        let mean = work.operation == Some(ReduceOperation::Mean);
         let mut outputs: Vec<Tensor> = std::mem::take(&mut work.buffers)
             .into_iter()
             .zip(&work.devices)
-            .map(|(mut values, device)| {
-                if operation == ReduceOperation::Mean {
+            .enumerate()
+            .map(|(rank, (buffer, device))| {
+                let mut values = buffer[plan.output(rank)].to_vec();
+                if mean {
                     values.iter_mut().for_each(|value| *value /= world);
                 }
                 Tensor::new(device.index(), values)
@@ -334,6 +388,69 @@ where
             .map(|handle| handle.join().unwrap())
             .collect()
     })
+}
+
+/// What one rank asks for in [`run_requests`].
+#[derive(Clone, Debug)]
+pub enum Ask {
+    /// A built-in collective with an algorithm.
+    Built(Collective, Algorithm),
+    /// A custom plan.
+    Custom(Plan),
+}
+
+/// Run one generation: rank `r` submits `inputs[r]` asking for `asks[r]`, from its own thread.
+pub fn run_requests<D>(
+    communicator: &ruccl_core::NativeCommunicator<D>,
+    inputs: Vec<Tensor>,
+    asks: &[Ask],
+) -> Vec<Outcome>
+where
+    D: NativeCollectiveDevice<Tensor = Tensor>,
+{
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = inputs
+            .into_iter()
+            .zip(asks)
+            .enumerate()
+            .map(|(rank, (tensor, ask))| {
+                scope.spawn(move || {
+                    let delivered = match ask.clone() {
+                        Ask::Built(collective, algorithm) => communicator.collective(
+                            rank,
+                            tensor,
+                            collective,
+                            CollectiveOptions::default().with_algorithm(algorithm),
+                        ),
+                        Ask::Custom(plan) => communicator.run_plan(rank, tensor, plan, None),
+                    };
+                    delivered.map(Tensor::into_values)
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|handle| handle.join().unwrap())
+            .collect()
+    })
+}
+
+/// What every rank must receive from `collective` over `inputs` (a sequential reference).
+pub fn expected(collective: Collective, inputs: &[Vec<i64>]) -> Vec<Vec<i64>> {
+    let world = inputs.len();
+    match collective {
+        Collective::AllReduce(operation) => vec![reference(inputs, operation); world],
+        Collective::ReduceScatter(operation) => {
+            let reduced = reference(inputs, operation);
+            let block = reduced.len() / world;
+            (0..world)
+                .map(|rank| reduced[rank * block..(rank + 1) * block].to_vec())
+                .collect()
+        }
+        Collective::AllGather => vec![inputs.concat(); world],
+        Collective::Broadcast { root } => vec![inputs[root].clone(); world],
+        _ => unreachable!("no other collective exists"),
+    }
 }
 
 /// Inputs for `world` ranks: rank r holds `[r+1, r+2, ...]` of `length` elements.

@@ -1,0 +1,218 @@
+//! What ranks ask for: the [`Collective`], the [`Algorithm`] that runs it, and the per-call
+//! [`CollectiveOptions`].
+
+use crate::ReduceOperation;
+use std::fmt;
+use std::str::FromStr;
+use std::time::Duration;
+
+/// A collective operation, as every rank of a generation must agree on it.
+///
+/// Sizes are in elements, `W` is the world size:
+///
+/// | collective        | input per rank | output per rank | output holds                              |
+/// |-------------------|----------------|-----------------|-------------------------------------------|
+/// | `AllReduce(op)`   | `n`            | `n`             | the reduction over all ranks               |
+/// | `ReduceScatter(op)` | `W·m`        | `m`             | block `rank` of the reduction              |
+/// | `AllGather`       | `m`            | `W·m`           | block `r` is rank `r`'s input               |
+/// | `Broadcast{root}` | `n`            | `n`             | the root's input (others' contents ignored) |
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Collective {
+    /// Every rank receives the element-wise reduction of every rank's input.
+    AllReduce(ReduceOperation),
+    /// Rank `r` receives block `r` (of `W` equal blocks) of the reduction.
+    ReduceScatter(ReduceOperation),
+    /// Every rank receives every rank's input, concatenated in rank order.
+    AllGather,
+    /// Every rank receives the input of rank `root`.
+    Broadcast {
+        /// The rank whose input everyone receives.
+        root: usize,
+    },
+}
+
+impl Collective {
+    /// Every kind of collective, with `Sum` and root 0 where a parameter is needed.
+    pub const KINDS: [Collective; 4] = [
+        Collective::AllReduce(ReduceOperation::Sum),
+        Collective::ReduceScatter(ReduceOperation::Sum),
+        Collective::AllGather,
+        Collective::Broadcast { root: 0 },
+    ];
+
+    /// The reduce operation, for the reducing collectives.
+    pub const fn operation(self) -> Option<ReduceOperation> {
+        match self {
+            Collective::AllReduce(operation) | Collective::ReduceScatter(operation) => {
+                Some(operation)
+            }
+            Collective::AllGather | Collective::Broadcast { .. } => None,
+        }
+    }
+
+    /// The name nccl-tests gives the collective: `all_reduce`, `reduce_scatter`, `all_gather`,
+    /// `broadcast` (its binaries are `<name>_perf`).
+    pub const fn nccl_name(self) -> &'static str {
+        match self {
+            Collective::AllReduce(_) => "all_reduce",
+            Collective::ReduceScatter(_) => "reduce_scatter",
+            Collective::AllGather => "all_gather",
+            Collective::Broadcast { .. } => "broadcast",
+        }
+    }
+
+    /// nccl-tests' bus-bandwidth factor for `world` ranks: `busbw = algbw · factor`, where
+    /// `algbw` is the larger of the input and output sizes over the time. `2(W-1)/W` for
+    /// all-reduce, `(W-1)/W` for reduce-scatter and all-gather, `1` for broadcast.
+    pub fn bus_factor(self, world: usize) -> f64 {
+        if world == 0 {
+            return 0.0;
+        }
+        let share = (world - 1) as f64 / world as f64;
+        match self {
+            Collective::AllReduce(_) => 2.0 * share,
+            Collective::ReduceScatter(_) | Collective::AllGather => share,
+            Collective::Broadcast { .. } => 1.0,
+        }
+    }
+
+    /// The elements of every rank's output for an input of `input_len` elements on `world`
+    /// ranks, or `None` where the collective cannot take that input (a reduce-scatter input not
+    /// divisible by the world, an overflow).
+    pub fn output_len(self, world: usize, input_len: usize) -> Option<usize> {
+        match self {
+            Collective::AllReduce(_) | Collective::Broadcast { .. } => Some(input_len),
+            Collective::ReduceScatter(_) => {
+                (world > 0 && input_len % world == 0).then(|| input_len / world)
+            }
+            Collective::AllGather => input_len.checked_mul(world),
+        }
+    }
+}
+
+impl fmt::Display for Collective {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Collective::AllReduce(operation) => write!(f, "all-reduce({operation})"),
+            Collective::ReduceScatter(operation) => write!(f, "reduce-scatter({operation})"),
+            Collective::AllGather => f.write_str("all-gather"),
+            Collective::Broadcast { root } => write!(f, "broadcast(root {root})"),
+        }
+    }
+}
+
+/// How a collective is scheduled. Every algorithm produces a [`Plan`](crate::Plan) the symbolic
+/// checker accepts; they differ in steps and traffic.
+///
+/// | algorithm          | all-reduce steps | reduce-scatter / all-gather steps | broadcast steps | needs |
+/// |--------------------|------------------|-----------------------------------|-----------------|-------|
+/// | `Ring`             | `2(W-1)`         | `W-1`                             | `W` (scatter, ring all-gather) | — |
+/// | `Direct`           | 1                | 1                                 | 1               | — |
+/// | `HalvingDoubling`  | `2·log2 W`       | `log2 W`                          | `2·log2 W`      | `W` a power of two |
+///
+/// `Auto` picks, per collective, world and size, the one with the least modelled time (see
+/// [`LinkModel`](crate::LinkModel)); `Custom` names a plan built from a user's own steps
+/// ([`Plan::from_parts`](crate::Plan::from_parts)) and cannot be asked for by name.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Algorithm {
+    /// The least modelled time for the collective, world and size.
+    #[default]
+    Auto,
+    /// Neighbour to neighbour around the ring `r → r+1`: bandwidth-optimal, `O(W)` steps.
+    Ring,
+    /// One step: every destination receives from every source at once.
+    Direct,
+    /// Recursive halving (reduce) and doubling (gather) with partner `r XOR d`: `O(log W)` steps,
+    /// bandwidth-optimal; needs a power-of-two world.
+    HalvingDoubling,
+    /// A user's own schedule, checked by [`verify`](crate::verify) when it was built.
+    Custom,
+}
+
+impl Algorithm {
+    /// The algorithms a plan can be built for by name, in the order `Auto` prefers them on a tie.
+    pub const BUILT_IN: [Algorithm; 3] = [
+        Algorithm::Direct,
+        Algorithm::HalvingDoubling,
+        Algorithm::Ring,
+    ];
+
+    /// The name used in tables and on command lines.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Algorithm::Auto => "auto",
+            Algorithm::Ring => "ring",
+            Algorithm::Direct => "direct",
+            Algorithm::HalvingDoubling => "halving-doubling",
+            Algorithm::Custom => "custom",
+        }
+    }
+}
+
+impl fmt::Display for Algorithm {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A string that names no [`Algorithm`] that can be asked for.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "unknown algorithm `{0}`: expected one of auto, ring, direct, halving-doubling (hd) — a custom plan is passed as a plan, not by name"
+)]
+pub struct ParseAlgorithmError(pub String);
+
+impl FromStr for Algorithm {
+    type Err = ParseAlgorithmError;
+
+    /// Accepts `auto`, `ring`, `direct`, `halving-doubling` (also `halving_doubling`, `hd`,
+    /// `rhd`), in any case.
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        match text.to_ascii_lowercase().as_str() {
+            "auto" => Ok(Algorithm::Auto),
+            "ring" => Ok(Algorithm::Ring),
+            "direct" => Ok(Algorithm::Direct),
+            "halving-doubling" | "halving_doubling" | "hd" | "rhd" => {
+                Ok(Algorithm::HalvingDoubling)
+            }
+            _ => Err(ParseAlgorithmError(text.to_owned())),
+        }
+    }
+}
+
+/// Per-call options of [`NativeCommunicator::collective`](crate::NativeCommunicator::collective).
+///
+/// ```
+/// use ruccl_core::{Algorithm, CollectiveOptions};
+/// use std::time::Duration;
+///
+/// let options = CollectiveOptions::default()
+///     .with_algorithm(Algorithm::Ring)
+///     .with_timeout(Duration::from_secs(5));
+/// assert_eq!(options.algorithm, Algorithm::Ring);
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct CollectiveOptions {
+    /// The algorithm; every rank of a generation must ask for the same one.
+    pub algorithm: Algorithm,
+    /// How long this rank waits for its generation before the communicator is aborted with
+    /// [`TimedOut`](crate::NativeCollectiveError::TimedOut); `None` waits forever.
+    pub timeout: Option<Duration>,
+}
+
+impl CollectiveOptions {
+    /// These options with `algorithm`.
+    pub fn with_algorithm(mut self, algorithm: Algorithm) -> Self {
+        self.algorithm = algorithm;
+        self
+    }
+
+    /// These options with a `timeout`.
+    pub fn with_timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = Some(timeout);
+        self
+    }
+}

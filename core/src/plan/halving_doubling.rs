@@ -1,0 +1,122 @@
+//! [`Algorithm::HalvingDoubling`](crate::Algorithm::HalvingDoubling) on a power-of-two world:
+//! partners at distance `d` are `r` and `r XOR d`, and the tensor is cut into `W` chunks.
+//!
+//! - **Recursive halving** (reduce-scatter, combining): for `d = W/2, W/4, …, 1`, rank `r`
+//!   holds partial sums of the `2d` chunks that share its bits above `d`; it keeps the half that
+//!   contains chunk `r` and sends the other half to its partner. After `log2 W` steps, rank `r`
+//!   holds chunk `r` complete.
+//! - **Recursive doubling** (all-gather, overwriting): for `d = 1, 2, …, W/2`, rank `r` holds the
+//!   `d` chunks that share its bits from `d` up, and sends them to its partner.
+//! - **All-reduce** = halving then doubling over `W` balanced chunks of the tensor:
+//!   `2·log2 W` steps, every rank sends `2(W-1)/W · n` elements (the bandwidth lower bound).
+//! - **Broadcast** = a binomial scatter from the root (ranks numbered relative to it), then
+//!   recursive doubling that skips every transfer whose receiver already holds the chunks.
+
+use super::{Step, Transfer, block, span};
+use crate::{Collective, balanced_ranges};
+use std::ops::Range;
+
+/// The halving-doubling schedule of `collective` on `world` ranks (a power of two) with inputs
+/// of `input_len` elements (the layout was validated).
+pub(super) fn steps(collective: Collective, world: usize, input_len: usize) -> Vec<Step> {
+    match collective {
+        Collective::AllReduce(_) => {
+            let chunks = balanced_ranges(input_len, world);
+            let mut steps = halving(world, &chunks);
+            steps.extend(doubling(world, &chunks, |rank| rank, |_, _| false));
+            steps
+        }
+        Collective::ReduceScatter(_) => {
+            let size = input_len / world;
+            let blocks: Vec<Range<usize>> = (0..world).map(|index| block(index, size)).collect();
+            halving(world, &blocks)
+        }
+        Collective::AllGather => {
+            let blocks: Vec<Range<usize>> =
+                (0..world).map(|index| block(index, input_len)).collect();
+            doubling(world, &blocks, |rank| rank, |_, _| false)
+        }
+        Collective::Broadcast { root } => {
+            let chunks = balanced_ranges(input_len, world);
+            let absolute = |relative: usize| (root + relative) % world;
+            let mut steps = scatter(world, &chunks, absolute);
+            // After the scatter, relative rank v holds chunks v .. v + lowbit(v) (the root: all),
+            // so a receiver that is a multiple of 2d already holds what its partner would send.
+            steps.extend(doubling(world, &chunks, absolute, |to, distance| {
+                to % (2 * distance) == 0
+            }));
+            steps
+        }
+    }
+}
+
+/// Recursive halving: `log2 W` combining steps after which rank `r` holds chunk `r` reduced.
+fn halving(world: usize, chunks: &[Range<usize>]) -> Vec<Step> {
+    let mut steps = Vec::new();
+    let mut distance = world / 2;
+    while distance >= 1 {
+        steps.extend(Step::of(
+            true,
+            (0..world).map(|rank| {
+                let partner = rank ^ distance;
+                // The half of this rank's 2d chunks that holds the partner's chunk.
+                let first = (rank & !(2 * distance - 1)) + (partner & distance);
+                Transfer {
+                    from: rank,
+                    to: partner,
+                    range: span(chunks, first, first + distance),
+                }
+            }),
+        ));
+        distance /= 2;
+    }
+    steps
+}
+
+/// Recursive doubling over ranks numbered `0..W` (mapped to real ranks by `absolute`): rank `v`
+/// sends the `d` chunks from `v & !(d-1)` to `v XOR d`, unless `skip(receiver, d)`.
+fn doubling(
+    world: usize,
+    chunks: &[Range<usize>],
+    absolute: impl Fn(usize) -> usize,
+    skip: impl Fn(usize, usize) -> bool,
+) -> Vec<Step> {
+    let mut steps = Vec::new();
+    let mut distance = 1;
+    while distance < world {
+        steps.extend(Step::of(
+            false,
+            (0..world)
+                .filter(|&rank| !skip(rank ^ distance, distance))
+                .map(|rank| {
+                    let first = rank & !(distance - 1);
+                    Transfer {
+                        from: absolute(rank),
+                        to: absolute(rank ^ distance),
+                        range: span(chunks, first, first + distance),
+                    }
+                }),
+        ));
+        distance *= 2;
+    }
+    steps
+}
+
+/// A binomial scatter from relative rank 0: for `d = W/2 … 1`, every multiple `v` of `2d` sends
+/// chunks `v+d .. v+2d` to `v+d`.
+fn scatter(world: usize, chunks: &[Range<usize>], absolute: impl Fn(usize) -> usize) -> Vec<Step> {
+    let mut steps = Vec::new();
+    let mut distance = world / 2;
+    while distance >= 1 {
+        steps.extend(Step::of(
+            false,
+            (0..world).step_by(2 * distance).map(|rank| Transfer {
+                from: absolute(rank),
+                to: absolute(rank + distance),
+                range: span(chunks, rank + distance, rank + 2 * distance),
+            }),
+        ));
+        distance /= 2;
+    }
+    steps
+}

@@ -1,0 +1,230 @@
+//! What the last arriver decides before any device call: whether the ranks agree on the
+//! collective and on their tensors' shapes, and the plan they run. Pure: no lock, no device code
+//! except dropping inputs of a generation that will not run (contained).
+//!
+//! ## Precedence
+//!
+//! A generation has one outcome however many things are wrong with it; the first of these wins:
+//!
+//! 1. the ranks asked for different collectives: [`ReductionMismatch`] when only the reduce
+//!    operation differs, [`CollectiveMismatch`] otherwise;
+//! 2. a rank's `prepare` or `describe` failed: the lowest such rank's error;
+//! 3. the inputs differ in length or element type: [`ShapeMismatch`];
+//! 4. the agreed collective cannot run on these inputs: [`InvalidCollective`].
+//!
+//! [`ReductionMismatch`]: NativeCollectiveError::ReductionMismatch
+//! [`CollectiveMismatch`]: NativeCollectiveError::CollectiveMismatch
+//! [`ShapeMismatch`]: NativeCollectiveError::ShapeMismatch
+//! [`InvalidCollective`]: NativeCollectiveError::InvalidCollective
+
+use super::state::Submission;
+use crate::contain::discard;
+use crate::error::NativeCollectiveError;
+use crate::{Algorithm, Collective, LinkModel, Plan, TensorInfo};
+use std::mem::discriminant;
+
+/// What one rank asked for.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Request {
+    /// The collective.
+    pub(crate) collective: Collective,
+    /// The algorithm asked for (`Custom` exactly when `plan` is given).
+    pub(crate) algorithm: Algorithm,
+    /// A user's own plan, verified when it was built.
+    pub(crate) plan: Option<Plan>,
+}
+
+impl Request {
+    /// A built-in collective, `algorithm` resolved by the last arriver.
+    pub(crate) fn built_in(collective: Collective, algorithm: Algorithm) -> Self {
+        Self {
+            collective,
+            algorithm,
+            plan: None,
+        }
+    }
+
+    /// A user's own plan.
+    pub(crate) fn custom(plan: Plan) -> Self {
+        Self {
+            collective: plan.collective(),
+            algorithm: Algorithm::Custom,
+            plan: Some(plan),
+        }
+    }
+}
+
+/// What a built-in plan was resolved from.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct PlanKey {
+    collective: Collective,
+    algorithm: Algorithm,
+    input: TensorInfo,
+}
+
+/// The last resolved built-in plan, kept by the communicator so that a repeated request builds
+/// and prices nothing. The runner of a generation takes it out and puts it back.
+#[derive(Debug)]
+pub(crate) struct CachedPlan {
+    key: PlanKey,
+    plan: Plan,
+}
+
+/// A generation the ranks agreed on: its inputs in rank order and its plan.
+pub(crate) struct Agreed<P> {
+    /// The prepared inputs, in rank order.
+    pub(crate) inputs: Vec<P>,
+    /// The plan to run.
+    pub(crate) plan: Plan,
+    /// What a built-in plan was resolved from (`None` for a custom plan).
+    key: Option<PlanKey>,
+}
+
+impl CachedPlan {
+    /// `plan`, to keep for the next generation once it ran; `None` for a custom plan (no key).
+    pub(crate) fn keep(plan: Plan, key: Option<PlanKey>) -> Option<CachedPlan> {
+        key.map(|key| CachedPlan { key, plan })
+    }
+}
+
+impl<P> Agreed<P> {
+    /// The parts: inputs, plan, and the key to cache the plan under.
+    pub(crate) fn into_parts(self) -> (Vec<P>, Plan, Option<PlanKey>) {
+        (self.inputs, self.plan, self.key)
+    }
+}
+
+/// Decide generation `generation` from every rank's submission (one per rank, in rank order):
+/// the inputs and plan to run, or the generation's one error (see the module's precedence).
+/// `cache` holds the last built-in plan resolved on this communicator; a matching one is taken
+/// out of it (the caller puts it back with [`CachedPlan::keep`]).
+pub(crate) fn agree<P>(
+    generation: u64,
+    submissions: Vec<Submission<P>>,
+    model: &LinkModel,
+    cache: &mut Option<CachedPlan>,
+) -> Result<Agreed<P>, NativeCollectiveError> {
+    let world = submissions.len();
+    let mut requests = Vec::with_capacity(world);
+    let mut prepared = Vec::with_capacity(submissions.len());
+    for submission in submissions {
+        requests.push(submission.request);
+        prepared.push(submission.prepared);
+    }
+    let decided = requests_agree(generation, &requests)
+        .and_then(|()| first_failure(&mut prepared))
+        .and_then(|()| shapes_agree(generation, &prepared))
+        .and_then(|input| plan_for(requests.swap_remove(0), world, input, model, cache));
+    match decided {
+        Ok((plan, key)) => Ok(Agreed {
+            inputs: prepared
+                .into_iter()
+                .filter_map(|entry| entry.ok().map(|(input, _)| input))
+                .collect(),
+            plan,
+            key,
+        }),
+        Err(error) => {
+            discard(prepared);
+            Err(error)
+        }
+    }
+}
+
+/// Rule 1: every rank asked for the same collective, algorithm and (custom) plan.
+fn requests_agree(generation: u64, requests: &[Request]) -> Result<(), NativeCollectiveError> {
+    let Some(first) = requests.first() else {
+        return Ok(());
+    };
+    if requests.iter().all(|request| request == first) {
+        return Ok(());
+    }
+    let same_kind = |request: &Request| {
+        discriminant(&request.collective) == discriminant(&first.collective)
+            && request.algorithm == first.algorithm
+    };
+    let reducing = first.collective.operation().is_some();
+    if reducing && requests.iter().all(same_kind) && first.algorithm != Algorithm::Custom {
+        return Err(NativeCollectiveError::ReductionMismatch {
+            generation,
+            operations: requests
+                .iter()
+                .filter_map(|request| request.collective.operation())
+                .collect(),
+        });
+    }
+    let listed: Vec<(Collective, Algorithm)> = requests
+        .iter()
+        .map(|request| (request.collective, request.algorithm))
+        .collect();
+    let plans_differ = listed.iter().all(|entry| *entry == listed[0]);
+    Err(NativeCollectiveError::CollectiveMismatch {
+        generation,
+        requests: listed,
+        plans_differ,
+    })
+}
+
+/// Rule 2: the lowest rank's `prepare` or `describe` failure, if any.
+fn first_failure<P>(
+    prepared: &mut [Result<(P, TensorInfo), NativeCollectiveError>],
+) -> Result<(), NativeCollectiveError> {
+    match prepared.iter().find_map(|entry| entry.as_ref().err()) {
+        Some(error) => Err(error.clone()),
+        None => Ok(()),
+    }
+}
+
+/// Rule 3: one length and one element type; returns it.
+fn shapes_agree<P>(
+    generation: u64,
+    prepared: &[Result<(P, TensorInfo), NativeCollectiveError>],
+) -> Result<TensorInfo, NativeCollectiveError> {
+    let shapes: Vec<TensorInfo> = prepared
+        .iter()
+        .filter_map(|entry| entry.as_ref().ok().map(|(_, shape)| *shape))
+        .collect();
+    match shapes.first() {
+        Some(&first) if shapes.iter().all(|shape| *shape == first) => Ok(first),
+        Some(_) => Err(NativeCollectiveError::ShapeMismatch { generation, shapes }),
+        // A world has at least one rank and rule 2 let no failure through.
+        None => Err(NativeCollectiveError::ShapeMismatch { generation, shapes }),
+    }
+}
+
+/// Rule 4: the plan of the agreed request for `world` ranks of `input`, and the key to cache a
+/// built-in one under.
+fn plan_for(
+    request: Request,
+    world: usize,
+    input: TensorInfo,
+    model: &LinkModel,
+    cache: &mut Option<CachedPlan>,
+) -> Result<(Plan, Option<PlanKey>), NativeCollectiveError> {
+    if let Some(plan) = request.plan {
+        if plan.world() != world || plan.input_len() != input.len {
+            return Err(NativeCollectiveError::InvalidCollective {
+                collective: request.collective,
+                algorithm: Algorithm::Custom,
+                world,
+                input_len: input.len,
+                reason: format!(
+                    "the custom plan is for {} ranks with {} elements each",
+                    plan.world(),
+                    plan.input_len()
+                ),
+            });
+        }
+        return Ok((plan, None));
+    }
+    let key = PlanKey {
+        collective: request.collective,
+        algorithm: request.algorithm,
+        input,
+    };
+    if let Some(cached) = cache.take_if(|cached| cached.key == key) {
+        return Ok((cached.plan, Some(key)));
+    }
+    let plan = Plan::with_model(request.collective, request.algorithm, world, input, model)?;
+    Ok((plan, Some(key)))
+}

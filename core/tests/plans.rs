@@ -1,0 +1,509 @@
+//! Plans and the symbolic checker: every built-in algorithm of every collective verifies on
+//! every world up to 64 at edge lengths and moves the traffic its algorithm is known for; wrong
+//! schedules are refused with a message naming rank, element and step; impossible requests are
+//! typed errors.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests assert by unwrapping
+
+use proptest::prelude::*;
+use ruccl_core::{
+    Algorithm, Collective, ElementType, LinkModel, Links, NativeCollectiveError, Plan, PlanParts,
+    ReduceOperation, ScheduleViolation, Step, TensorInfo, Transfer, verify,
+};
+
+const SUM: ReduceOperation = ReduceOperation::Sum;
+
+/// The collectives to check on `world` ranks: every kind, broadcast from the first, middle and
+/// last rank.
+fn collectives(world: usize) -> Vec<Collective> {
+    let mut all = vec![
+        Collective::AllReduce(SUM),
+        Collective::ReduceScatter(ReduceOperation::Max),
+        Collective::AllGather,
+    ];
+    let mut roots = vec![0, world / 2, world - 1];
+    roots.dedup();
+    all.extend(roots.into_iter().map(|root| Collective::Broadcast { root }));
+    all
+}
+
+/// Edge input lengths for `collective` on `world` ranks: empty, one, around the world, a prime.
+fn lengths(collective: Collective, world: usize) -> Vec<usize> {
+    match collective {
+        Collective::ReduceScatter(_) => [0, 1, 2, 3, 7].iter().map(|m| m * world).collect(),
+        Collective::AllGather => vec![0, 1, 2, 5],
+        _ => {
+            let mut lengths = vec![0, 1, world - 1, world, world + 1, 2 * world + 3, 97];
+            lengths.sort_unstable();
+            lengths.dedup();
+            lengths
+        }
+    }
+}
+
+fn algorithms(world: usize) -> Vec<Algorithm> {
+    Algorithm::BUILT_IN
+        .into_iter()
+        .filter(|&algorithm| algorithm != Algorithm::HalvingDoubling || world.is_power_of_two())
+        .collect()
+}
+
+#[test]
+fn every_built_in_plan_verifies_on_every_world_up_to_64() {
+    let mut checked = 0;
+    for world in 1..=64 {
+        for collective in collectives(world) {
+            for length in lengths(collective, world) {
+                for algorithm in algorithms(world) {
+                    let plan = Plan::new(collective, algorithm, world, length)
+                        .unwrap_or_else(|error| panic!("{error}"));
+                    assert_eq!(plan.algorithm(), algorithm);
+                    if let Err(violation) = verify(&plan) {
+                        panic!("{collective} via {algorithm}, W={world}, n={length}: {violation}");
+                    }
+                    checked += 1;
+                }
+            }
+        }
+    }
+    assert!(checked > 3000, "only {checked} plans checked");
+}
+
+#[test]
+fn halving_doubling_is_refused_off_powers_of_two() {
+    for world in [3, 5, 6, 7, 12] {
+        let error = Plan::new(
+            Collective::AllReduce(SUM),
+            Algorithm::HalvingDoubling,
+            world,
+            8,
+        )
+        .unwrap_err();
+        assert!(
+            matches!(error, NativeCollectiveError::InvalidCollective { .. }),
+            "{error}"
+        );
+        assert!(error.to_string().contains("power-of-two"), "{error}");
+    }
+}
+
+#[test]
+fn impossible_requests_are_typed_errors() {
+    let cases = [
+        (
+            Collective::ReduceScatter(SUM),
+            Algorithm::Ring,
+            4,
+            10,
+            "equal blocks",
+        ),
+        (
+            Collective::Broadcast { root: 4 },
+            Algorithm::Direct,
+            4,
+            10,
+            "root 4",
+        ),
+        (
+            Collective::AllReduce(SUM),
+            Algorithm::Ring,
+            0,
+            10,
+            "at least one rank",
+        ),
+        (
+            Collective::AllReduce(SUM),
+            Algorithm::Custom,
+            2,
+            10,
+            "custom plan",
+        ),
+        (
+            Collective::AllGather,
+            Algorithm::Ring,
+            4,
+            usize::MAX,
+            "overflow",
+        ),
+    ];
+    for (collective, algorithm, world, length, says) in cases {
+        let error = Plan::new(collective, algorithm, world, length).unwrap_err();
+        assert!(
+            matches!(error, NativeCollectiveError::InvalidCollective { .. }),
+            "{error}"
+        );
+        assert!(error.to_string().contains(says), "`{error}` lacks `{says}`");
+    }
+}
+
+#[test]
+fn every_rank_sends_what_its_algorithm_is_known_for() {
+    for world in [2, 3, 4, 5, 8, 16] {
+        let n = 12 * world;
+        let m = 3;
+        for algorithm in algorithms(world) {
+            let all_reduce = Plan::new(Collective::AllReduce(SUM), algorithm, world, n).unwrap();
+            let reduce_scatter =
+                Plan::new(Collective::ReduceScatter(SUM), algorithm, world, world * m).unwrap();
+            let all_gather = Plan::new(Collective::AllGather, algorithm, world, m).unwrap();
+            for rank in 0..world {
+                let sent = all_reduce.elements_sent_by(rank);
+                match algorithm {
+                    // The all-reduce lower bound 2(W-1)/W · n, met exactly when W divides n.
+                    Algorithm::Ring | Algorithm::HalvingDoubling => {
+                        assert_eq!(sent, 2 * (world - 1) * n / world, "{algorithm} W={world}");
+                    }
+                    _ => assert_eq!(sent, (world - 1) * n, "{algorithm} W={world}"),
+                }
+                assert_eq!(reduce_scatter.elements_sent_by(rank), (world - 1) * m);
+                assert_eq!(all_gather.elements_sent_by(rank), (world - 1) * m);
+                assert_eq!(all_gather.elements_received_by(rank), (world - 1) * m);
+            }
+            let expected_steps = match algorithm {
+                Algorithm::Ring => 2 * (world - 1),
+                Algorithm::Direct => 1,
+                _ => 2 * world.trailing_zeros() as usize,
+            };
+            assert_eq!(all_reduce.steps().len(), expected_steps, "{algorithm}");
+        }
+        let broadcast =
+            Plan::new(Collective::Broadcast { root: 1 }, Algorithm::Ring, world, n).unwrap();
+        // Scatter, then ring all-gather: the root sends (W-1)/W · n twice, and receives nothing.
+        assert_eq!(broadcast.elements_sent_by(1), 2 * (world - 1) * n / world);
+        assert_eq!(broadcast.elements_received_by(1), 0);
+    }
+}
+
+#[test]
+fn auto_takes_direct_for_tiny_messages_and_a_bandwidth_optimal_algorithm_for_large_ones() {
+    let model = LinkModel::default();
+    let f32s = |len| TensorInfo {
+        len,
+        element: ElementType::F32,
+    };
+    let all_reduce = Collective::AllReduce(SUM);
+    for world in [2, 3, 4, 8] {
+        let tiny = Plan::with_model(all_reduce, Algorithm::Auto, world, f32s(1), &model).unwrap();
+        assert_eq!(tiny.algorithm(), Algorithm::Direct, "W={world}");
+        let large =
+            Plan::with_model(all_reduce, Algorithm::Auto, world, f32s(1 << 24), &model).unwrap();
+        let expected = if world.is_power_of_two() && world > 2 {
+            Algorithm::HalvingDoubling
+        } else {
+            Algorithm::Ring
+        };
+        if world > 2 {
+            assert_eq!(large.algorithm(), expected, "W={world}");
+        }
+        // Whatever it picks is never slower under the model than any fixed algorithm.
+        for length in [1, 1000, 1 << 16, 1 << 24] {
+            let auto =
+                Plan::with_model(all_reduce, Algorithm::Auto, world, f32s(length), &model).unwrap();
+            for algorithm in algorithms(world) {
+                let fixed =
+                    Plan::with_model(all_reduce, algorithm, world, f32s(length), &model).unwrap();
+                assert!(model.plan_time(&auto, 4) <= model.plan_time(&fixed, 4));
+            }
+        }
+    }
+}
+
+#[test]
+fn a_shared_link_prices_the_step_total() {
+    let shared = LinkModel::new(1e-6, 1e9, Links::Shared).unwrap();
+    let per_rank = LinkModel::new(1e-6, 1e9, Links::PerRank).unwrap();
+    let plan = Plan::new(Collective::AllReduce(SUM), Algorithm::Direct, 4, 1000).unwrap();
+    let step = &plan.steps()[0];
+    assert_eq!(shared.busiest_elements(step, 4), 12 * 1000);
+    assert_eq!(per_rank.busiest_elements(step, 4), 3 * 1000);
+    assert!(LinkModel::new(-1.0, 1e9, Links::Shared).is_err());
+    assert!(LinkModel::new(1.0, 0.0, Links::Shared).is_err());
+}
+
+// ---- planted wrong schedules: each is refused, naming where ----
+
+fn ring_all_reduce(world: usize, length: usize) -> PlanParts {
+    Plan::new(Collective::AllReduce(SUM), Algorithm::Ring, world, length)
+        .unwrap()
+        .into_parts()
+}
+
+fn refused(parts: PlanParts) -> ScheduleViolation {
+    match Plan::from_parts(parts) {
+        Ok(_) => panic!("a wrong schedule was accepted"),
+        Err(violation) => violation,
+    }
+}
+
+#[test]
+fn a_missing_all_gather_step_leaves_a_rank_without_a_chunk() {
+    let mut parts = ring_all_reduce(4, 8);
+    parts.steps.pop();
+    let violation = refused(parts);
+    assert!(
+        matches!(
+            violation,
+            ScheduleViolation::WrongContents { step: Some(_), .. }
+        ),
+        "{violation}"
+    );
+    let text = violation.to_string();
+    assert!(
+        text.contains("rank") && text.contains("element") && text.contains("step"),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_repeated_reduce_step_counts_contributions_twice() {
+    let mut parts = ring_all_reduce(3, 6);
+    let first = parts.steps[0].clone();
+    parts.steps.insert(1, first);
+    let violation = refused(parts);
+    let text = violation.to_string();
+    assert!(text.contains("more than one from each"), "{text}");
+}
+
+#[test]
+fn a_reduce_step_that_overwrites_loses_contributions() {
+    let mut parts = ring_all_reduce(3, 6);
+    parts.steps[1].combine = false;
+    let violation = refused(parts);
+    assert!(violation.to_string().contains("lacks rank"), "{violation}");
+}
+
+#[test]
+fn a_reassociated_fold_is_caught_as_bitwise_disagreement() {
+    // Rank 1 folds ((x0 ⊕ x1) ⊕ x2); rank 0 ends with x0 ⊕ (x1 ⊕ x2): every element is still
+    // reduced exactly once, but the two may round differently.
+    let t = |from, to| Transfer {
+        from,
+        to,
+        range: 0..1,
+    };
+    let parts = PlanParts {
+        collective: Collective::AllReduce(SUM),
+        world: 3,
+        input_len: 1,
+        buffer_len: 1,
+        placements: vec![0; 3],
+        outputs: vec![0..1; 3],
+        steps: vec![
+            Step {
+                combine: true,
+                transfers: vec![t(0, 1), t(2, 1), t(1, 2)],
+            },
+            Step {
+                combine: true,
+                transfers: vec![t(2, 0)],
+            },
+            Step {
+                combine: false,
+                transfers: vec![t(1, 2)],
+            },
+        ],
+    };
+    let violation = refused(parts);
+    assert_eq!(
+        violation,
+        ScheduleViolation::NotIdentical {
+            rank: 1,
+            element: 0,
+            step: Some(0)
+        }
+    );
+}
+
+#[test]
+fn a_transfer_outside_the_buffers_is_refused_before_it_runs() {
+    let mut parts = ring_all_reduce(2, 4);
+    parts.steps[0].transfers[0].range = 2..5;
+    let violation = refused(parts);
+    assert!(
+        matches!(
+            violation,
+            ScheduleViolation::TransferOutOfBounds {
+                step: 0,
+                end: 5,
+                ..
+            }
+        ),
+        "{violation}"
+    );
+}
+
+#[test]
+fn two_writers_of_one_element_in_an_overwriting_step_are_refused() {
+    let mut parts = Plan::new(Collective::Broadcast { root: 0 }, Algorithm::Direct, 3, 4)
+        .unwrap()
+        .into_parts();
+    // Rank 2 also overwrites rank 1's tensor, which the root already sends there.
+    parts.steps[0].transfers.push(Transfer {
+        from: 2,
+        to: 1,
+        range: 0..4,
+    });
+    let violation = refused(parts);
+    assert_eq!(
+        violation,
+        ScheduleViolation::DoubleWrite {
+            step: 0,
+            rank: 1,
+            element: 0,
+            first: 0,
+            second: 2
+        }
+    );
+}
+
+#[test]
+fn sending_an_element_nobody_wrote_is_refused() {
+    let mut parts = Plan::new(Collective::AllGather, Algorithm::Ring, 3, 2)
+        .unwrap()
+        .into_parts();
+    // In the first step rank 0 sends rank 2's block, which it does not have yet.
+    parts.steps[0].transfers[0].range = 4..6;
+    let violation = refused(parts);
+    assert!(
+        matches!(
+            violation,
+            ScheduleViolation::ReadBeforeWrite {
+                step: 0,
+                rank: 0,
+                element: 4
+            }
+        ),
+        "{violation}"
+    );
+}
+
+#[test]
+fn a_broadcast_of_the_wrong_root_is_refused() {
+    let mut parts = Plan::new(Collective::Broadcast { root: 0 }, Algorithm::Direct, 3, 4)
+        .unwrap()
+        .into_parts();
+    parts.collective = Collective::Broadcast { root: 1 };
+    let violation = refused(parts);
+    let text = violation.to_string();
+    assert!(text.contains("expected rank 1's input element 0"), "{text}");
+}
+
+#[test]
+fn a_reduce_scatter_missing_one_transfer_lacks_that_contribution() {
+    let mut parts = Plan::new(Collective::ReduceScatter(SUM), Algorithm::Direct, 4, 8)
+        .unwrap()
+        .into_parts();
+    let dropped = parts.steps[0].transfers.remove(3);
+    let violation = refused(parts);
+    let text = violation.to_string();
+    assert!(
+        text.contains(&format!("lacks rank {}'s", dropped.from)),
+        "{text}"
+    );
+    assert!(text.starts_with(&format!("rank {}", dropped.to)), "{text}");
+}
+
+#[test]
+fn a_rank_sending_to_itself_is_refused() {
+    let mut parts = ring_all_reduce(3, 3);
+    parts.steps[2].transfers[1].to = parts.steps[2].transfers[1].from;
+    assert!(matches!(
+        refused(parts),
+        ScheduleViolation::SelfTransfer { step: 2, .. }
+    ));
+}
+
+#[test]
+fn a_layout_that_does_not_fit_is_refused() {
+    let mut parts = ring_all_reduce(2, 4);
+    parts.placements[1] = 1;
+    assert!(matches!(
+        refused(parts),
+        ScheduleViolation::PlacementOutOfBounds { rank: 1, .. }
+    ));
+    let mut parts = ring_all_reduce(2, 4);
+    parts.outputs.pop();
+    assert!(matches!(
+        refused(parts),
+        ScheduleViolation::RankCount {
+            what: "outputs",
+            ..
+        }
+    ));
+}
+
+#[test]
+fn a_right_custom_schedule_becomes_a_custom_plan() {
+    // A two-step all-reduce of two ranks: rank 1 folds, then copies back.
+    let t = |from, to| Transfer {
+        from,
+        to,
+        range: 0..5,
+    };
+    let plan = Plan::from_parts(PlanParts {
+        collective: Collective::AllReduce(SUM),
+        world: 2,
+        input_len: 5,
+        buffer_len: 5,
+        placements: vec![0, 0],
+        outputs: vec![0..5, 0..5],
+        steps: vec![
+            Step {
+                combine: true,
+                transfers: vec![t(0, 1)],
+            },
+            Step {
+                combine: false,
+                transfers: vec![t(1, 0)],
+            },
+        ],
+    })
+    .unwrap();
+    assert_eq!(plan.algorithm(), Algorithm::Custom);
+    assert_eq!(plan.steps().len(), 2);
+}
+
+proptest! {
+    #[test]
+    fn random_worlds_and_lengths_verify(world in 1usize..=24, length in 0usize..300) {
+        for collective in collectives(world) {
+            let length = match collective {
+                Collective::ReduceScatter(_) => length / world * world,
+                Collective::AllGather => length / world,
+                _ => length,
+            };
+            for algorithm in algorithms(world) {
+                let plan = Plan::new(collective, algorithm, world, length).unwrap();
+                prop_assert_eq!(verify(&plan), Ok(()));
+            }
+        }
+    }
+
+    /// Any one transfer moved to another range or another rank makes a wrong schedule that the
+    /// checker refuses, or an equivalent one it accepts — never a panic.
+    #[test]
+    fn mutated_plans_never_panic_the_checker(
+        world in 2usize..=6,
+        length in 1usize..40,
+        algorithm in 0usize..3,
+        step in 0usize..64,
+        transfer in 0usize..64,
+        start in 0usize..50,
+        size in 0usize..20,
+        to in 0usize..7,
+    ) {
+        let algorithm = algorithms(world)[algorithm % algorithms(world).len()];
+        let mut parts = Plan::new(Collective::AllReduce(SUM), algorithm, world, length)
+            .unwrap()
+            .into_parts();
+        let steps = parts.steps.len();
+        if steps > 0 {
+            let step = &mut parts.steps[step % steps];
+            let count = step.transfers.len();
+            let moved = &mut step.transfers[transfer % count];
+            moved.range = start..start + size;
+            moved.to = to;
+        }
+        let _ = Plan::from_parts(parts);
+    }
+}
