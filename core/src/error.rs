@@ -62,6 +62,15 @@ pub enum NativeCollectiveError {
         /// The communicator's world size.
         world: usize,
     },
+    /// A rank called while its previous call on this communicator was still in progress (from a
+    /// second thread): refused at once, without disturbing the call in progress.
+    #[error(
+        "rank {rank} already has a collective in progress on this communicator (one thread per rank)"
+    )]
+    RankBusy {
+        /// The rank.
+        rank: usize,
+    },
     /// The ranks of one generation asked for the same reducing collective and algorithm with
     /// different reduce operations.
     #[error("ranks asked for different reduce operations in generation {generation}: {}", list_operations(.operations))]
@@ -155,8 +164,7 @@ pub enum NativeCollectiveError {
         generation: u64,
         /// The timeout it was given.
         timeout: Duration,
-        /// The ranks that never arrived in that generation (or, for a rank waiting to enter,
-        /// the ranks that had not yet left the previous one). Empty when every rank had arrived
+        /// The ranks that never arrived in that generation. Empty when every rank had arrived
         /// and the schedule itself was still running.
         missing: Vec<usize>,
     },

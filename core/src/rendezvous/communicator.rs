@@ -7,7 +7,7 @@ use crate::contain::{device_call, discard, infallible_call};
 use crate::error::{NativeCollectiveError, Phase};
 use crate::run::run_plan;
 use crate::sync::atomic::{AtomicUsize, Ordering};
-use crate::sync::{Backoff, Condvar, Deadline, Mutex, MutexGuard};
+use crate::sync::{Condvar, Deadline, Mutex, MutexGuard, SpinBudget};
 use crate::{
     Collective, CollectiveOptions, DeviceId, LinkModel, NativeCollectiveDevice, Plan,
     ReduceOperation,
@@ -28,22 +28,23 @@ type Guard<'a, D> = MutexGuard<'a, State<D>>;
 /// rank asked for the same thing with tensors of the same shape, resolves the generation's
 /// [`Plan`], and runs it on the device executor without holding the state lock; every rank then
 /// receives its own output, or — if anything failed on any rank, mismatches included — the same
-/// [`NativeCollectiveError`]. A rank may call again as soon as it has returned; it waits until
-/// every rank has left the previous generation.
+/// [`NativeCollectiveError`]. A rank may call again as soon as it has returned, even while other
+/// ranks are still taking their outputs of the previous generation. How the ranks meet is told
+/// in `core/src/rendezvous/README.md`.
 pub struct NativeCommunicator<D: NativeCollectiveDevice> {
     devices: Vec<DeviceId>,
     device: D,
     /// The device's α–β model, read once: it resolves [`Algorithm::Auto`](crate::Algorithm::Auto).
     model: LinkModel,
     state: Mutex<State<D>>,
-    /// Signalled after every transition a waiter may be waiting for (publish, close, abort), and
-    /// only when `State::sleepers > 0`.
+    /// Signalled after every transition a waiter may be waiting for (publish, abort), and only
+    /// when `State::sleepers > 0`.
     changed: Condvar,
     /// Bumped after the same transitions, once the lock is released, so that waiters can spin
     /// on it without touching the lock before they park. On a cache line of its own.
     progress: Padded<AtomicUsize>,
-    /// How a waiter polls `progress` before parking.
-    backoff: Backoff,
+    /// How long a waiter polls `progress` before parking.
+    spin: SpinBudget,
 }
 
 impl<D: NativeCollectiveDevice> NativeCommunicator<D> {
@@ -60,7 +61,7 @@ impl<D: NativeCollectiveDevice> NativeCommunicator<D> {
             state: Mutex::new(State::new(world)),
             changed: Condvar::new(),
             progress: Padded(AtomicUsize::new(0)),
-            backoff: Backoff::for_world(world),
+            spin: SpinBudget::for_world(world),
         })
     }
 
@@ -226,69 +227,55 @@ impl<D: NativeCollectiveDevice> NativeCommunicator<D> {
             request,
             prepared: self.prepare(rank, tensor, device),
         };
-
-        let state = self.state.lock();
-        let entered = self.wait_for(state, &deadline, |state| {
-            (state.aborted().is_some() || state.may_enter(rank)).then_some(())
-        });
-        let mut state = match entered {
-            Ok((state, ())) => state,
-            Err(state) => {
-                let generation = state.joining_generation();
-                discard(submission);
-                return Err(self.time_out(state, rank, generation, timeout));
-            }
+        let mut state = self.state.lock();
+        let refused = match state.aborted() {
+            Some(error) => Some(error.clone()),
+            None => state
+                .busy(rank)
+                .then_some(NativeCollectiveError::RankBusy { rank }),
         };
-        if let Some(error) = state.aborted().cloned() {
+        if let Some(error) = refused {
             drop(state);
             discard(submission);
             return Err(error);
         }
         let (generation, batch) = state.deposit(rank, submission);
-        let mut published = false;
-        if let Some(batch) = batch {
+        let Some(batch) = batch else {
+            return self.await_delivery(state, rank, generation, &deadline, timeout);
+        };
+        drop(state);
+        let (outcome, cache) = self.execute(generation, batch);
+        let mut state = self.state.lock();
+        if let Some(error) = state.aborted().cloned() {
+            // An abort landed while the plan ran: it wins over this generation.
             drop(state);
-            let (outcome, cache) = self.execute(generation, batch);
-            state = self.state.lock();
-            if let Some(error) = state.aborted().cloned() {
-                // An abort landed while the plan ran: it wins over this generation.
-                drop(state);
-                discard(outcome);
-                return Err(error);
-            }
-            state.publish(outcome, cache);
-            published = true;
+            discard(outcome);
+            return Err(error);
         }
-        self.leave(state, rank, generation, &deadline, timeout, published)
+        let delivery = state.publish(generation, outcome, cache, rank);
+        self.announce(state);
+        delivery
     }
 
     /// Wait until `rank`'s delivery of `generation` is published (and take it) or an abort makes
-    /// it never will be. `published` says the caller has just published the generation, which
-    /// must be announced once the lock is released.
-    fn leave(
+    /// it never will be; time out at `deadline`.
+    fn await_delivery(
         &self,
         state: Guard<'_, D>,
         rank: usize,
         generation: u64,
         deadline: &Deadline,
         timeout: Option<Duration>,
-        published: bool,
     ) -> Delivery<D::Tensor> {
         let taken = self.wait_for(state, deadline, |state| {
             // A published delivery is checked first: a published generation is delivered whole
             // even after an abort.
-            match state.take(rank, generation) {
-                Some(taken) => Some(taken),
-                None => state.aborted().map(|error| (Err(error.clone()), false)),
-            }
+            state
+                .take(rank, generation)
+                .or_else(|| state.aborted().map(|error| Err(error.clone())))
         });
         match taken {
-            Ok((state, (delivery, closed))) => {
-                if published || closed {
-                    self.announce(state);
-                }
-                delivery
-            }
+            Ok((_, delivery)) => delivery,
             Err(state) => Err(self.time_out(state, rank, generation, timeout)),
         }
     }
@@ -333,7 +320,7 @@ impl<D: NativeCollectiveDevice> NativeCommunicator<D> {
         }
     }
 
-    /// Wait (spinning first, then parking) until `ready` yields a value, or `deadline` passes.
+    /// Wait (polling first, then parking) until `ready` yields a value, or `deadline` passes.
     /// `ready` runs under the lock and is re-checked after every wake-up, spurious or not.
     /// On timeout the guard is handed back with `ready` still unsatisfied.
     fn wait_for<'a, R>(
@@ -346,21 +333,19 @@ impl<D: NativeCollectiveDevice> NativeCommunicator<D> {
             return Ok((state, value));
         }
         // Poll without the lock first: every transition a waiter wants bumps `progress` once
-        // the transition is visible under the lock. `polls` bounds polls and re-checks alike.
-        let polls = self.backoff.polls();
-        let mut done = 0;
-        while done < polls {
+        // it is visible under the lock. The budget bounds polls and re-checks alike.
+        let mut backoff = self.spin.backoff();
+        while !backoff.is_completed() {
             let seen = self.progress.load(Ordering::Acquire);
             drop(state);
-            while done < polls && self.progress.load(Ordering::Acquire) == seen {
-                self.backoff.pause(done);
-                done += 1;
+            while !backoff.is_completed() && self.progress.load(Ordering::Acquire) == seen {
+                backoff.snooze();
             }
-            done = done.saturating_add(1);
             state = self.state.lock();
             if let Some(value) = ready(&mut state) {
                 return Ok((state, value));
             }
+            backoff.snooze();
         }
         loop {
             state.sleepers += 1;
@@ -402,7 +387,7 @@ impl<D: NativeCollectiveDevice> NativeCommunicator<D> {
             rank,
             generation,
             timeout: timeout.unwrap_or_default(),
-            missing: state.stragglers(),
+            missing: state.stragglers(generation),
         };
         self.abort_locked(state, error)
     }

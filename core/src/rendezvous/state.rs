@@ -1,40 +1,23 @@
 //! The rendezvous state and its transitions. Everything here runs under the communicator's
 //! mutex and touches no device code: values of device types are only *moved* in and out, never
-//! dropped, so nothing here can panic on a device's behalf.
-//!
-//! ## One generation
-//!
-//! ```text
-//!            deposit (W-th)             publish                 take (last)
-//! Collecting(g) ───────────▶ Running(g) ───────▶ Delivering(g) ───────────▶ Collecting(g+1)
-//!   ranks deposit              the last arriver      ranks take their
-//!   into `slots`               runs the plan with    output from `outputs`
-//!                              the lock released
-//! ```
-//!
-//! A generation *opens* when the stage becomes `Collecting(g)` and *closes* when the last of its
-//! ranks takes its output. A rank may deposit into `g + 1` only once `g` has closed, so a fast
-//! re-entrant rank can never disturb a generation others are still leaving.
-//!
-//! ## Abort
-//!
-//! `aborted` is set once and never cleared. Once set, no generation is published again: deposits
-//! of the collecting generation are handed back for dropping, waiters of the running generation
-//! leave with the abort error, and the runner discards its outputs. A generation already in
-//! `Delivering` is still delivered whole.
+//! dropped, so nothing here can panic on a device's behalf. The protocol as a whole — who waits
+//! for what, who wakes whom, and why two rounds suffice — is told once, in `README.md` beside
+//! this file.
 
 use super::agreement::{CachedPlan, Request};
+use crate::NativeCollectiveDevice;
+use crate::TensorInfo;
 use crate::error::NativeCollectiveError;
-use crate::{NativeCollectiveDevice, TensorInfo};
 
-/// Where the current generation stands.
+/// Where a round's generation stands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Stage {
     /// Ranks deposit into `slots`; ends when the last rank arrives.
     Collecting,
     /// The last arriver holds the submissions and runs the plan with the lock released.
     Running,
-    /// Outputs are published; ends when the last rank takes its own.
+    /// Outcomes are published; ends when the last rank takes its own, which reopens the round
+    /// for the generation two ahead.
     Delivering,
 }
 
@@ -61,16 +44,14 @@ pub(super) type Delivery<T> = Result<T, NativeCollectiveError>;
 /// A generation's result: one output per rank, in rank order, or the error every rank receives.
 pub(super) type Outcome<T> = Result<Vec<T>, NativeCollectiveError>;
 
-/// The guarded rendezvous state of one communicator.
-pub(super) struct State<D: NativeCollectiveDevice> {
-    /// The generation being collected, run or delivered. Incremented only when a generation
-    /// closes (`Delivering` → `Collecting`).
+/// One of the two rounds: the generations of one parity, one at a time.
+struct Round<D: NativeCollectiveDevice> {
+    /// The generation this round holds; it advances by two when the round reopens.
     generation: u64,
-    /// Where `generation` stands. Changes only through `deposit` (Collecting → Running), `publish`
-    /// (Running → Delivering) and `take` (Delivering → Collecting).
+    /// Where `generation` stands.
     stage: Stage,
     /// `Collecting`: `slots[r]` is `Some` exactly when rank `r` has deposited into `generation`.
-    /// `Running` and `Delivering`: all `None` (the runner took them). After an abort: all `None`.
+    /// Otherwise all `None` (the runner took them, or an abort handed them back).
     slots: Vec<Option<Submission<D::Prepared>>>,
     /// `Collecting`: the number of `Some` in `slots`, always `< world`.
     arrived: usize,
@@ -78,29 +59,61 @@ pub(super) struct State<D: NativeCollectiveDevice> {
     outputs: Vec<Option<Delivery<D::Tensor>>>,
     /// `Delivering`: the number of `Some` in `outputs`, always `> 0`.
     undelivered: usize,
+}
+
+impl<D: NativeCollectiveDevice> Round<D> {
+    fn new(world: usize, generation: u64) -> Self {
+        Self {
+            generation,
+            stage: Stage::Collecting,
+            slots: (0..world).map(|_| None).collect(),
+            arrived: 0,
+            outputs: (0..world).map(|_| None).collect(),
+            undelivered: 0,
+        }
+    }
+}
+
+/// The guarded rendezvous state of one communicator.
+///
+/// Generation `g` lives in `rounds[g % 2]`. A rank's `k`-th call joins generation `k`, so at most
+/// two generations are in flight: a rank can only reach `g + 1` once `g` is published, and it
+/// only reaches `g + 2` once every rank deposited into `g + 1` — that is, once every rank has
+/// taken its delivery of `g`, which reopened `g`'s round for `g + 2`. A deposit therefore always
+/// finds its round open, and nobody ever waits to enter.
+pub(super) struct State<D: NativeCollectiveDevice> {
+    /// `rounds[g % 2]` holds generation `g`.
+    rounds: [Round<D>; 2],
+    /// `next[r]`: the generation rank `r` joins with its next call; advanced by `deposit`.
+    next: Vec<u64>,
+    /// `busy[r]`: rank `r` has deposited and not yet taken its delivery. A rank's calls are
+    /// sequential only while this refuses a second, concurrent one — which the two-round
+    /// invariant on `State` rests on.
+    busy: Vec<bool>,
     /// The first abort's error. Set once, never cleared.
     aborted: Option<NativeCollectiveError>,
-    /// The last built-in plan resolved, kept for the next generation. `Running`: `None` (the
-    /// runner holds it) until `publish` puts it back.
+    /// The last built-in plan resolved, kept for the next generation. `None` while a runner
+    /// holds it, until `publish` puts it back.
     cache: Option<CachedPlan>,
     /// Ranks blocked in the condition variable right now; a transition notifies only if `> 0`.
     pub(super) sleepers: usize,
 }
 
 impl<D: NativeCollectiveDevice> State<D> {
-    /// An open, empty generation 0.
+    /// Open, empty generations 0 and 1.
     pub(super) fn new(world: usize) -> Self {
         Self {
-            generation: 0,
-            stage: Stage::Collecting,
-            slots: (0..world).map(|_| None).collect(),
-            arrived: 0,
-            outputs: (0..world).map(|_| None).collect(),
-            undelivered: 0,
+            rounds: [Round::new(world, 0), Round::new(world, 1)],
+            next: vec![0; world],
+            busy: vec![false; world],
             aborted: None,
             cache: None,
             sleepers: 0,
         }
+    }
+
+    fn round(&mut self, generation: u64) -> &mut Round<D> {
+        &mut self.rounds[(generation % 2) as usize]
     }
 
     /// The first abort's error, if any.
@@ -108,84 +121,98 @@ impl<D: NativeCollectiveDevice> State<D> {
         self.aborted.as_ref()
     }
 
-    /// Whether `rank` may deposit now: its slot in an open generation is free.
-    pub(super) fn may_enter(&self, rank: usize) -> bool {
-        self.stage == Stage::Collecting && self.slots[rank].is_none()
+    /// Whether `rank` has a call in progress (deposited, delivery not yet taken).
+    pub(super) fn busy(&self, rank: usize) -> bool {
+        self.busy[rank]
     }
 
-    /// The generation `rank` would join, or is waiting to join.
-    pub(super) fn joining_generation(&self) -> u64 {
-        match self.stage {
-            Stage::Collecting => self.generation,
-            Stage::Running | Stage::Delivering => self.generation + 1,
-        }
-    }
-
-    /// Deposit `rank`'s submission; requires `may_enter(rank)` and no abort. Returns the
-    /// generation joined, and — for the last arriver — every submission in rank order and the
-    /// kept plan, with the stage now `Running`.
+    /// Deposit `rank`'s submission into the generation of its next call; requires no abort and
+    /// `!busy(rank)`.
+    /// Returns the generation joined, and — for the last arriver — every submission in rank
+    /// order and the kept plan, with the round now `Running`.
     pub(super) fn deposit(
         &mut self,
         rank: usize,
         submission: Submission<D::Prepared>,
     ) -> (u64, Option<Batch<D::Prepared>>) {
-        debug_assert!(self.may_enter(rank) && self.aborted.is_none());
-        self.slots[rank] = Some(submission);
-        self.arrived += 1;
-        if self.arrived < self.slots.len() {
-            return (self.generation, None);
+        debug_assert!(self.aborted.is_none() && !self.busy[rank]);
+        let generation = self.next[rank];
+        self.next[rank] += 1;
+        self.busy[rank] = true;
+        let round = self.round(generation);
+        // The round is open for this generation: see the invariant on `State`.
+        debug_assert!(round.generation == generation && round.stage == Stage::Collecting);
+        debug_assert!(round.slots[rank].is_none());
+        round.slots[rank] = Some(submission);
+        round.arrived += 1;
+        if round.arrived < round.slots.len() {
+            return (generation, None);
         }
-        self.arrived = 0;
-        self.stage = Stage::Running;
-        let submissions = self.slots.iter_mut().filter_map(Option::take).collect();
+        round.arrived = 0;
+        round.stage = Stage::Running;
+        let submissions = round.slots.iter_mut().filter_map(Option::take).collect();
         let batch = Batch {
             submissions,
             cache: self.cache.take(),
         };
-        (self.generation, Some(batch))
+        (generation, Some(batch))
     }
 
-    /// Publish the running generation's outcome and put back the kept plan; the stage becomes
-    /// `Delivering`. Requires `Running`, no abort, and (for `Ok`) exactly one output per rank,
-    /// which the plan driver guarantees by turning any other count into `OutputCount`.
-    pub(super) fn publish(&mut self, outcome: Outcome<D::Tensor>, cache: Option<CachedPlan>) {
-        debug_assert!(self.stage == Stage::Running && self.aborted.is_none());
+    /// Publish running generation `generation`'s outcome, put back the kept plan, and hand the
+    /// runner (`rank`) its own delivery at once. Requires `Running`, no abort, and (for `Ok`)
+    /// exactly one output per rank, which the plan driver guarantees by turning any other count
+    /// into `OutputCount`.
+    pub(super) fn publish(
+        &mut self,
+        generation: u64,
+        outcome: Outcome<D::Tensor>,
+        cache: Option<CachedPlan>,
+        rank: usize,
+    ) -> Delivery<D::Tensor> {
+        debug_assert!(self.aborted.is_none());
         self.cache = cache;
+        let round = self.round(generation);
+        debug_assert!(round.generation == generation && round.stage == Stage::Running);
         match outcome {
             Ok(outputs) => {
-                debug_assert_eq!(outputs.len(), self.outputs.len());
-                for (slot, output) in self.outputs.iter_mut().zip(outputs) {
+                debug_assert_eq!(outputs.len(), round.outputs.len());
+                for (slot, output) in round.outputs.iter_mut().zip(outputs) {
                     *slot = Some(Ok(output));
                 }
             }
-            Err(error) => self.outputs.fill_with(|| Some(Err(error.clone()))),
+            Err(error) => round.outputs.fill_with(|| Some(Err(error.clone()))),
         }
-        self.undelivered = self.outputs.len();
-        self.stage = Stage::Delivering;
+        round.undelivered = round.outputs.len();
+        round.stage = Stage::Delivering;
+        // The runner's own delivery is there: it was just published.
+        self.take(rank, generation).unwrap_or_else(|| {
+            Err(NativeCollectiveError::OutputCount {
+                expected: 1,
+                actual: 0,
+            })
+        })
     }
 
-    /// Take `rank`'s delivery of `generation`, if published. The second value is `true` when this
-    /// closed the generation (the last rank left), opening `generation + 1`.
-    pub(super) fn take(
-        &mut self,
-        rank: usize,
-        generation: u64,
-    ) -> Option<(Delivery<D::Tensor>, bool)> {
-        if self.stage != Stage::Delivering || self.generation != generation {
+    /// Take `rank`'s delivery of `generation`, if published. The last rank to take reopens the
+    /// round for `generation + 2`.
+    pub(super) fn take(&mut self, rank: usize, generation: u64) -> Option<Delivery<D::Tensor>> {
+        let round = self.round(generation);
+        if round.stage != Stage::Delivering || round.generation != generation {
             return None;
         }
-        let delivery = self.outputs[rank].take()?;
-        self.undelivered -= 1;
-        let closed = self.undelivered == 0;
-        if closed {
-            self.generation += 1;
-            self.stage = Stage::Collecting;
+        let delivery = round.outputs[rank].take()?;
+        round.undelivered -= 1;
+        if round.undelivered == 0 {
+            round.generation += 2;
+            round.stage = Stage::Collecting;
         }
-        Some((delivery, closed))
+        self.busy[rank] = false;
+        Some(delivery)
     }
 
-    /// Record the first abort (later ones are ignored). Returns the deposits of the collecting
-    /// generation, which the caller drops outside the lock, and whether this abort was the first.
+    /// Record the first abort (later ones are ignored). Returns the deposits of both rounds that
+    /// are still collecting, which the caller drops outside the lock, and whether this abort was
+    /// the first.
     pub(super) fn abort(
         &mut self,
         error: NativeCollectiveError,
@@ -194,46 +221,37 @@ impl<D: NativeCollectiveDevice> State<D> {
             return (Vec::new(), false);
         }
         self.aborted = Some(error);
-        let deposits = if self.stage == Stage::Collecting {
-            self.arrived = 0;
-            self.slots.iter_mut().filter_map(Option::take).collect()
-        } else {
-            Vec::new()
-        };
+        let mut deposits = Vec::new();
+        for round in &mut self.rounds {
+            if round.stage == Stage::Collecting {
+                round.arrived = 0;
+                deposits.extend(round.slots.iter_mut().filter_map(Option::take));
+            }
+        }
         (deposits, true)
     }
 
-    /// The ranks holding up a rank that waits now: during `Collecting`, those that have not
-    /// deposited; during `Delivering`, those that have not yet left; during `Running`, none (the
-    /// schedule itself is what is slow).
-    pub(super) fn stragglers(&self) -> Vec<usize> {
-        let pending = |(rank, present): (usize, bool)| present.then_some(rank);
-        match self.stage {
-            Stage::Collecting => self
-                .slots
-                .iter()
-                .map(Option::is_none)
-                .enumerate()
-                .filter_map(pending)
-                .collect(),
-            Stage::Running => Vec::new(),
-            Stage::Delivering => self
-                .outputs
-                .iter()
-                .map(Option::is_some)
-                .enumerate()
-                .filter_map(pending)
-                .collect(),
+    /// The ranks holding up a rank waiting on `generation`: while it collects, those that have
+    /// not deposited; while it runs, none (the schedule itself is what is slow).
+    pub(super) fn stragglers(&self, generation: u64) -> Vec<usize> {
+        let round = &self.rounds[(generation % 2) as usize];
+        if round.generation != generation || round.stage != Stage::Collecting {
+            return Vec::new();
         }
+        round
+            .slots
+            .iter()
+            .enumerate()
+            .filter_map(|(rank, slot)| slot.is_none().then_some(rank))
+            .collect()
     }
 }
 
 #[cfg(test)]
 mod tests {
-    //! The state machine on its own, one transition at a time: what each stage reports to a rank
-    //! that times out (`joining_generation`, `stragglers`), and what opens and closes a
-    //! generation. Real threads cannot hold a rank inside `Delivering` on purpose, so these
-    //! paths are pinned here.
+    //! The state machine on its own, one transition at a time — including orders real threads
+    //! cannot force on purpose (a rank of `g + 1` depositing while a rank of `g` has not yet
+    //! taken its output).
 
     use super::super::agreement::Request;
     use super::{Stage, State, Submission};
@@ -282,13 +300,14 @@ mod tests {
         }
     }
 
-    /// Deposit every rank of a world of `world`; returns the submissions the last one took.
-    fn fill(state: &mut State<Numbers>, world: usize) -> Vec<Submission<u32>> {
+    /// Deposit every rank; returns the generation and the submissions the last one took.
+    fn fill(state: &mut State<Numbers>, world: usize) -> (u64, Vec<Submission<u32>>) {
         for rank in 0..world - 1 {
             assert!(state.deposit(rank, submission(rank as u32)).1.is_none());
         }
-        let (_, taken) = state.deposit(world - 1, submission(world as u32 - 1));
-        taken.map(|batch| batch.submissions).unwrap_or_default()
+        let (generation, taken) = state.deposit(world - 1, submission(world as u32 - 1));
+        let submissions = taken.map(|batch| batch.submissions).unwrap_or_default();
+        (generation, submissions)
     }
 
     #[test]
@@ -296,50 +315,52 @@ mod tests {
         let mut state = State::<Numbers>::new(4);
         state.deposit(2, submission(2));
         state.deposit(0, submission(0));
-        assert_eq!(state.stragglers(), vec![1, 3]);
-        assert_eq!(state.joining_generation(), 0);
-        assert!(!state.may_enter(2) && state.may_enter(1));
+        assert_eq!(state.stragglers(0), vec![1, 3]);
     }
 
     #[test]
-    fn running_names_no_straggler_and_joiners_wait_for_the_next_generation() {
+    fn the_last_arrival_runs_and_names_no_straggler() {
         let mut state = State::<Numbers>::new(3);
-        let taken = fill(&mut state, 3);
-        assert_eq!(taken.len(), 3);
-        assert_eq!(state.stage, Stage::Running);
-        assert!(state.stragglers().is_empty());
-        assert_eq!(state.joining_generation(), 1);
-        assert!(!state.may_enter(0));
+        let (generation, taken) = fill(&mut state, 3);
+        assert_eq!((generation, taken.len()), (0, 3));
+        assert_eq!(state.rounds[0].stage, Stage::Running);
+        assert!(state.stragglers(0).is_empty());
     }
 
     #[test]
-    fn delivering_names_the_ranks_that_have_not_left() {
+    fn the_runner_takes_its_own_delivery_when_it_publishes() {
         let mut state = State::<Numbers>::new(3);
         fill(&mut state, 3);
-        state.publish(Ok(vec![10, 11, 12]), None);
-        let (delivery, closed) = state.take(1, 0).unwrap_or((Ok(0), true));
-        assert_eq!(delivery, Ok(11));
-        assert!(!closed);
-        assert_eq!(state.stragglers(), vec![0, 2]);
-        assert_eq!(state.joining_generation(), 1);
-        assert!(
-            !state.may_enter(1),
-            "rank 1 must wait until generation 0 closes"
-        );
+        assert_eq!(state.publish(0, Ok(vec![10, 11, 12]), None, 2), Ok(12));
+        assert_eq!(state.take(1, 0), Some(Ok(11)));
+        assert_eq!(state.take(1, 0), None, "a delivery is taken once");
+        assert_eq!(state.take(0, 0), Some(Ok(10)));
     }
 
     #[test]
-    fn the_last_departure_closes_the_generation_and_opens_the_next() {
+    fn a_rank_of_the_next_generation_deposits_while_this_one_still_delivers() {
         let mut state = State::<Numbers>::new(2);
         fill(&mut state, 2);
-        state.publish(Ok(vec![7, 8]), None);
-        assert_eq!(state.take(0, 0).map(|(_, closed)| closed), Some(false));
-        assert_eq!(state.take(0, 0), None, "a delivery is taken once");
-        assert_eq!(state.take(1, 0).map(|(_, closed)| closed), Some(true));
-        assert_eq!(state.stage, Stage::Collecting);
-        assert_eq!(state.joining_generation(), 1);
-        assert!(state.may_enter(0) && state.may_enter(1));
-        assert_eq!(state.stragglers(), vec![0, 1]);
+        assert!(state.busy(0) && state.busy(1));
+        // Rank 1 ran generation 0 and leaves with its output; rank 0 has not taken its own.
+        assert_eq!(state.publish(0, Ok(vec![7, 8]), None, 1), Ok(8));
+        assert!(state.busy(0) && !state.busy(1));
+        // Rank 1 goes ahead into generation 1, in the other round.
+        assert_eq!(state.deposit(1, submission(5)).0, 1);
+        assert_eq!(state.stragglers(1), vec![0]);
+        // Rank 0 still gets generation 0's output, never generation 1's.
+        assert_eq!(state.take(0, 1), None);
+        assert_eq!(state.take(0, 0), Some(Ok(7)));
+        // The last take reopened round 0 for generation 2.
+        assert_eq!(
+            (state.rounds[0].generation, state.rounds[0].stage),
+            (2, Stage::Collecting)
+        );
+        let (generation, taken) = state.deposit(0, submission(6));
+        assert_eq!(
+            (generation, taken.map(|batch| batch.submissions.len())),
+            (1, Some(2))
+        );
     }
 
     #[test]
@@ -350,20 +371,21 @@ mod tests {
             expected: 3,
             actual: 1,
         };
-        state.publish(Err(error.clone()), None);
-        for rank in 0..3 {
-            assert_eq!(
-                state.take(rank, 0).map(|(delivery, _)| delivery),
-                Some(Err(error.clone()))
-            );
+        assert_eq!(
+            state.publish(0, Err(error.clone()), None, 0),
+            Err(error.clone())
+        );
+        for rank in 1..3 {
+            assert_eq!(state.take(rank, 0), Some(Err(error.clone())));
         }
     }
 
     #[test]
-    fn an_abort_while_collecting_hands_back_the_deposits_once() {
-        let mut state = State::<Numbers>::new(3);
-        state.deposit(0, submission(5));
-        state.deposit(2, submission(6));
+    fn an_abort_hands_back_the_deposits_of_both_rounds_once() {
+        let mut state = State::<Numbers>::new(2);
+        fill(&mut state, 2);
+        state.publish(0, Ok(vec![1, 2]), None, 1);
+        state.deposit(1, submission(5));
         let first = NativeCollectiveError::Aborted { reason: "a".into() };
         let (deposits, won) = state.abort(first.clone());
         assert!(won);
@@ -371,22 +393,11 @@ mod tests {
             .into_iter()
             .filter_map(|entry| entry.prepared.ok().map(|(value, _)| value))
             .collect();
-        assert_eq!(values, vec![5, 6]);
+        assert_eq!(values, vec![5]);
         let (again, won) = state.abort(NativeCollectiveError::Aborted { reason: "b".into() });
         assert!(!won && again.is_empty());
         assert_eq!(state.aborted(), Some(&first));
-    }
-
-    #[test]
-    fn an_abort_after_publication_keeps_the_deliveries() {
-        let mut state = State::<Numbers>::new(2);
-        fill(&mut state, 2);
-        state.publish(Ok(vec![1, 2]), None);
-        let (deposits, won) = state.abort(NativeCollectiveError::Aborted {
-            reason: "late".into(),
-        });
-        assert!(won && deposits.is_empty());
-        assert_eq!(state.take(0, 0).map(|(delivery, _)| delivery), Some(Ok(1)));
-        assert_eq!(state.take(1, 0).map(|(delivery, _)| delivery), Some(Ok(2)));
+        // Generation 0 was published before the abort: still delivered.
+        assert_eq!(state.take(0, 0), Some(Ok(1)));
     }
 }

@@ -1,6 +1,6 @@
 //! The loom backend: exhaustive exploration of interleavings. No spurious wake-ups (loom has
 //! none and injecting them would multiply an already exhaustive state space), no spin before
-//! parking (see [`backoff`]); no time.
+//! parking (see [`backoff`]); no clock.
 
 #[path = "checked_deadline.rs"]
 mod deadline;
@@ -31,13 +31,8 @@ pub(super) fn wait_timeout<'a, T>(
     (guard, false)
 }
 
-/// No spin under loom: waiters park at once. A spin poll reads the `progress` atomic, and loom
-/// explores every value that load may return under the C11 model (any store not yet ordered
-/// before it), which multiplies the state space by hundreds — W = 2 × G = 2 grows from 90 to
-/// 52 874 executions, and the exhaustive W = 3 × G = 2 model would not finish in hours. The spin
-/// is a pure optimisation (a waiter that skips it parks, and is woken by the same transition), so
-/// loom checks the parking path exhaustively, while shuttle — sequentially consistent, no such
-/// blow-up — explores the spin path too (one poll and one yield per wait).
+/// No spin under loom: waiters park at once (`core/src/rendezvous/README.md`, "Why the checkers
+/// do not spin", says why and what it costs).
 pub(super) fn backoff(_world: usize) -> (u32, u32) {
     (0, 0)
 }

@@ -16,7 +16,11 @@
 //! [`Deadline`], which never reads the clock under a checker, so replays stay deterministic.
 //!
 //! Everything a checker must see has to come from here: a `std::sync` type used directly is
-//! invisible to loom and shuttle. `core/clippy.toml` forbids the std types outside the std backend.
+//! invisible to loom and shuttle. `core/facade-lint/clippy.toml` forbids the std types outside the
+//! std backend (CI runs clippy with it under `--cfg ruccl_loom`).
+//!
+//! How the rendezvous uses these — spinning on a counter, parking on the condition variable, and
+//! why the checkers get no spin — is told in `core/src/rendezvous/README.md`.
 
 #[cfg(all(ruccl_loom, ruccl_shuttle))]
 compile_error!(
@@ -35,62 +39,12 @@ mod backend;
 #[path = "shuttle.rs"]
 mod backend;
 
+mod backoff;
 mod lock;
 
 pub use backend::{Arc, Deadline, atomic, thread};
+pub use backoff::{Backoff, SpinBudget};
 pub use lock::{Condvar, Mutex, MutexGuard};
 
 /// `true` when a model checker (loom or shuttle) provides the primitives.
 pub const CHECKED: bool = backend::CHECKED;
-
-/// How a waiter polls for progress before it parks on a condition variable.
-///
-/// Spinning only pays while the rank being waited for is running. With every rank on a core of
-/// its own, a waiter first polls with the CPU's spin hint (no system calls: a wake-up is noticed
-/// within nanoseconds), then polls yielding the core between polls — on a machine shared with
-/// other processes the rank that must make progress may have lost its core, and a yield hands it
-/// back far sooner than the futex round trip of a park — and only then parks. With more ranks
-/// than cores every poll yields. Either way the polls are bounded, then the waiter parks.
-/// Under shuttle the budget is one poll and one yield: the spin path is still explored, but adds
-/// only a couple of scheduling points. Under loom there is no spin at all: loom would explore
-/// every value each poll's atomic load may return, and the parking path it checks instead is the
-/// one correctness rests on (the spin only shortcuts it).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Backoff {
-    /// Polls before parking, spins included.
-    polls: u32,
-    /// How many of the first polls pause with the spin hint; every later one yields.
-    /// Invariant: `spins <= polls`.
-    spins: u32,
-}
-
-impl Backoff {
-    /// The policy for `world` ranks on this machine.
-    pub fn for_world(world: usize) -> Self {
-        let (polls, spins) = backend::backoff(world);
-        Self {
-            polls,
-            spins: spins.min(polls),
-        }
-    }
-
-    /// How many polls before parking.
-    pub fn polls(&self) -> u32 {
-        self.polls
-    }
-
-    /// How many of the first polls pause with the spin hint rather than yielding the core.
-    pub fn spins(&self) -> u32 {
-        self.spins
-    }
-
-    /// The pause after `done` polls of the current wait: the spin hint for the first
-    /// [`spins`](Self::spins), a yield of the core after that.
-    pub fn pause(&self, done: u32) {
-        if done < self.spins {
-            std::hint::spin_loop();
-        } else {
-            thread::yield_now();
-        }
-    }
-}
