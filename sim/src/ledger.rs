@@ -1,30 +1,93 @@
-//! The traffic ledger: how many elements (and bytes) crossed each ring link in each step of each
-//! generation, and how that compares with the all-reduce bandwidth lower bound.
-//!
-//! Link `r` is the link from rank `r` to its successor `(r + 1) % W`; in the ring, everything rank
-//! `r` sends crosses link `r` and everything it receives crosses link `r - 1`. A
-//! [`SimDevice`](crate::SimDevice) records one [`GenerationTraffic`] per generation that reaches
-//! `finish`; a harness reads them through the device's [`Ledger`] handle.
+//! The traffic ledger: how many elements (and bytes) crossed each link — each ordered pair of
+//! ranks — in each step of each generation, and how that compares with the collective's
+//! bandwidth lower bound. A [`SimDevice`](crate::SimDevice) records one [`GenerationTraffic`] per
+//! generation that reaches `finish`; a harness reads them through the device's [`Ledger`] handle.
 
 use crate::host::ElementType;
 use ruccl_core::sync::{Arc, Mutex};
-use ruccl_core::{DeviceId, ReduceOperation};
-use std::collections::VecDeque;
+use ruccl_core::{Algorithm, Collective, DeviceId, LinkModel, Links, Step};
+use std::collections::{BTreeMap, VecDeque};
 use std::fmt;
 
-/// The elements every rank sent in one ring step.
+/// Elements that crossed one link in one step.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LinkTraffic {
+    /// The sending rank.
+    pub from: usize,
+    /// The receiving rank.
+    pub to: usize,
+    /// Elements sent.
+    pub elements: usize,
+}
+
+/// The elements every link carried in one step.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct StepTraffic {
-    /// Whether receivers combined (reduce-scatter) or overwrote (all-gather).
-    pub reduce: bool,
-    /// `sent[r]`: elements rank `r` sent over link `r` to rank `(r + 1) % W`.
-    pub sent: Vec<usize>,
+    /// Whether receivers combined or overwrote.
+    pub combine: bool,
+    /// Every link that carried something, ordered by `(from, to)`.
+    pub links: Vec<LinkTraffic>,
 }
 
 impl StepTraffic {
-    /// The most elements any one link carried in this step: what an α–β link model waits for.
-    pub fn max_link_elements(&self) -> usize {
-        self.sent.iter().copied().max().unwrap_or(0)
+    /// The traffic of `step`: its transfers summed per link.
+    pub fn of(step: &Step) -> Self {
+        let mut links: BTreeMap<(usize, usize), usize> = BTreeMap::new();
+        for transfer in &step.transfers {
+            if !transfer.range.is_empty() {
+                *links.entry((transfer.from, transfer.to)).or_default() += transfer.range.len();
+            }
+        }
+        Self {
+            combine: step.combine,
+            links: links
+                .into_iter()
+                .map(|((from, to), elements)| LinkTraffic { from, to, elements })
+                .collect(),
+        }
+    }
+
+    /// Elements rank `rank` sent in this step.
+    pub fn sent_by(&self, rank: usize) -> usize {
+        self.links
+            .iter()
+            .filter(|link| link.from == rank)
+            .map(|link| link.elements)
+            .sum()
+    }
+
+    /// Elements rank `rank` received in this step.
+    pub fn received_by(&self, rank: usize) -> usize {
+        self.links
+            .iter()
+            .filter(|link| link.to == rank)
+            .map(|link| link.elements)
+            .sum()
+    }
+
+    /// Elements all links carried in this step.
+    pub fn total_elements(&self) -> usize {
+        self.links.iter().map(|link| link.elements).sum()
+    }
+
+    /// The elements on the step's busiest link under `links` (see [`Links`]): the most any rank
+    /// sent or received, or the step's total on a shared link.
+    pub fn busiest_elements(&self, links: Links) -> usize {
+        match links {
+            Links::Shared => self.total_elements(),
+            _ => {
+                let mut per_rank: BTreeMap<usize, (usize, usize)> = BTreeMap::new();
+                for link in &self.links {
+                    per_rank.entry(link.from).or_default().0 += link.elements;
+                    per_rank.entry(link.to).or_default().1 += link.elements;
+                }
+                per_rank
+                    .values()
+                    .map(|&(sent, received)| sent.max(received))
+                    .max()
+                    .unwrap_or(0)
+            }
+        }
     }
 }
 
@@ -35,12 +98,14 @@ pub struct GenerationTraffic {
     pub sequence: u64,
     /// The ranks' devices, in rank order.
     pub devices: Vec<DeviceId>,
-    /// Elements per rank's tensor, `n`.
-    pub length: usize,
+    /// The collective the generation ran.
+    pub collective: Collective,
+    /// The algorithm of its plan.
+    pub algorithm: Algorithm,
+    /// Elements of every rank's input.
+    pub input_len: usize,
     /// The element type.
     pub element_type: ElementType,
-    /// The operation the generation reduced with.
-    pub operation: ReduceOperation,
     /// Every `exchange` call, in order.
     pub steps: Vec<StepTraffic>,
 }
@@ -51,44 +116,28 @@ impl GenerationTraffic {
         self.devices.len()
     }
 
-    /// Elements that crossed each link over the whole generation: `links[r]` for link
-    /// `r → (r + 1) % W`, which is also what rank `r` sent.
-    pub fn link_elements(&self) -> Vec<usize> {
-        let mut links = vec![0; self.world()];
-        for step in &self.steps {
-            for (link, &sent) in links.iter_mut().zip(&step.sent) {
-                *link += sent;
-            }
+    /// Elements that crossed each link over the whole generation, by `(from, to)`.
+    pub fn link_elements(&self) -> BTreeMap<(usize, usize), usize> {
+        let mut links = BTreeMap::new();
+        for link in self.steps.iter().flat_map(|step| &step.links) {
+            *links.entry((link.from, link.to)).or_default() += link.elements;
         }
         links
     }
 
-    /// [`link_elements`](Self::link_elements) in bytes.
-    pub fn link_bytes(&self) -> Vec<u64> {
-        let size = self.element_type.size() as u64;
-        self.link_elements()
-            .into_iter()
-            .map(|elements| elements as u64 * size)
-            .collect()
-    }
-
-    /// Elements rank `rank` sent (over link `rank`); 0 for a rank outside the world.
+    /// Elements rank `rank` sent over the generation; 0 for a rank outside the world.
     pub fn sent_by(&self, rank: usize) -> usize {
-        self.link_elements().get(rank).copied().unwrap_or(0)
+        self.steps.iter().map(|step| step.sent_by(rank)).sum()
     }
 
-    /// Elements rank `rank` received (over link `rank - 1`); 0 for a rank outside the world.
+    /// Elements rank `rank` received over the generation; 0 for a rank outside the world.
     pub fn received_by(&self, rank: usize) -> usize {
-        let world = self.world();
-        if rank >= world {
-            return 0;
-        }
-        self.sent_by((rank + world - 1) % world)
+        self.steps.iter().map(|step| step.received_by(rank)).sum()
     }
 
-    /// Elements moved over all links: `2(W-1)·n` for the ring all-reduce.
+    /// Elements moved over all links.
     pub fn total_elements(&self) -> usize {
-        self.link_elements().iter().sum()
+        self.steps.iter().map(StepTraffic::total_elements).sum()
     }
 
     /// [`total_elements`](Self::total_elements) in bytes.
@@ -96,13 +145,15 @@ impl GenerationTraffic {
         self.total_elements() as u64 * self.element_type.size() as u64
     }
 
-    /// The all-reduce lower bound on elements each rank must send: `2(W-1)/W · n`.
+    /// The bandwidth lower bound on elements the busiest rank must send: nccl-tests' bus factor
+    /// times the larger of the input and output — `2(W-1)/W · n` for all-reduce, `(W-1)/W · W·m`
+    /// for reduce-scatter and all-gather, `n` for broadcast.
     pub fn lower_bound_per_rank(&self) -> f64 {
-        all_reduce_lower_bound(self.world(), self.length)
+        lower_bound_per_rank(self.collective, self.world(), self.input_len)
     }
 
-    /// What rank `rank` sent divided by the per-rank lower bound: 1.0 when `W` divides `n` for
-    /// the ring; `None` when the bound is zero (`W = 1` or `n = 0`).
+    /// What rank `rank` sent divided by the per-rank lower bound; `None` when the bound is zero
+    /// (`W = 1` or an empty tensor).
     pub fn ratio_to_lower_bound(&self, rank: usize) -> Option<f64> {
         let bound = self.lower_bound_per_rank();
         (bound > 0.0).then(|| self.sent_by(rank) as f64 / bound)
@@ -114,14 +165,27 @@ impl GenerationTraffic {
             .filter_map(|rank| self.ratio_to_lower_bound(rank))
             .reduce(f64::max)
     }
+
+    /// The generation's time under `model`: each step waits for its busiest link.
+    pub fn priced(&self, model: &LinkModel) -> f64 {
+        let size = self.element_type.size() as u64;
+        self.steps
+            .iter()
+            .map(|step| model.step_time(step.busiest_elements(model.links()) as u64 * size))
+            .sum()
+    }
 }
 
-/// The all-reduce bandwidth lower bound per rank, `2(W-1)/W · n` elements (0 for `W = 0`).
-pub fn all_reduce_lower_bound(world: usize, length: usize) -> f64 {
-    if world == 0 {
+/// The bandwidth lower bound on elements the busiest rank sends in `collective` over `world`
+/// ranks with inputs of `input_len` elements (see
+/// [`GenerationTraffic::lower_bound_per_rank`]).
+pub fn lower_bound_per_rank(collective: Collective, world: usize, input_len: usize) -> f64 {
+    let output_len = collective.output_len(world, input_len).unwrap_or(0);
+    let size = input_len.max(output_len) as f64;
+    if world <= 1 {
         return 0.0;
     }
-    2.0 * (world - 1) as f64 / world as f64 * length as f64
+    collective.bus_factor(world) * size
 }
 
 /// The records of a [`Ledger`], guarded by its lock.

@@ -384,7 +384,7 @@ mod tests {
     fn an_abort_hands_back_the_deposits_of_both_rounds_once() {
         let mut state = State::<Numbers>::new(2);
         fill(&mut state, 2);
-        state.publish(0, Ok(vec![1, 2]), None, 1);
+        assert_eq!(state.publish(0, Ok(vec![1, 2]), None, 1), Ok(2));
         state.deposit(1, submission(5));
         let first = NativeCollectiveError::Aborted { reason: "a".into() };
         let (deposits, won) = state.abort(first.clone());

@@ -1,7 +1,7 @@
 //! [`SimError`]: every way a caller can break the executor contract of the simulated device.
 
 use crate::host::ElementType;
-use ruccl_core::{DeviceId, ReduceOperation};
+use ruccl_core::{Collective, DeviceId, ReduceOperation};
 
 /// A violation of the executor contract, detected by [`SimDevice`](crate::SimDevice). The device
 /// checks before it changes anything, so a call that fails leaves its work as it was.
@@ -19,13 +19,15 @@ pub enum SimError {
     /// `begin` was called with no ranks.
     #[error("begin with an empty world: at least one rank is needed")]
     EmptyWorld,
-    /// `begin` got a different number of devices and inputs.
-    #[error("begin with {devices} devices but {inputs} inputs")]
+    /// `begin` got a different number of devices, inputs and plan ranks.
+    #[error("begin with {devices} devices and {inputs} inputs for a plan of {planned} ranks")]
     InputCount {
         /// `devices.len()`.
         devices: usize,
         /// `inputs.len()`.
         inputs: usize,
+        /// `plan.world()`.
+        planned: usize,
     },
     /// A rank's input lives on another device than the rank's own.
     #[error("rank {rank}'s input lives on {actual}, but the rank's device is {expected}")]
@@ -37,12 +39,12 @@ pub enum SimError {
         /// Where the input lives.
         actual: DeviceId,
     },
-    /// A rank's input has another length than rank 0's.
-    #[error("rank {rank}'s input has {actual} elements, rank 0's has {expected}")]
+    /// A rank's input has another length than the plan's input length.
+    #[error("rank {rank}'s input has {actual} elements, the plan is for {expected}")]
     LengthMismatch {
         /// The rank.
         rank: usize,
-        /// Rank 0's length.
+        /// `plan.input_len()`.
         expected: usize,
         /// This rank's length.
         actual: usize,
@@ -65,57 +67,88 @@ pub enum SimError {
         /// The inputs' element type.
         element_type: ElementType,
     },
-    /// `exchange` got a different number of ranges than there are ranks.
-    #[error("exchange with {ranges} ranges for a world of {world} ranks")]
-    RangeCount {
-        /// `ranges.len()`.
-        ranges: usize,
+    /// A plan's layout does not fit its own buffers (a rank's input or output outside them).
+    #[error("the plan places rank {rank}'s {what} at {start}..{end}, outside its buffer of {buffer_len} elements")]
+    LayoutOutOfBounds {
+        /// The rank.
+        rank: usize,
+        /// `input` or `output`.
+        what: &'static str,
+        /// Where it starts.
+        start: usize,
+        /// Where it ends.
+        end: usize,
+        /// The plan's buffer length.
+        buffer_len: usize,
+    },
+    /// A transfer names a rank outside the generation's world.
+    #[error("transfer {transfer} names rank {rank}, outside the world of {world} ranks")]
+    NoSuchRank {
+        /// The transfer's index in the step.
+        transfer: usize,
+        /// The rank named.
+        rank: usize,
         /// The world size given to `begin`.
         world: usize,
     },
-    /// A range starts after it ends.
-    #[error("rank {rank}'s range {start}..{end} starts after it ends")]
+    /// A transfer sends from a rank to itself.
+    #[error("transfer {transfer} sends from rank {rank} to itself")]
+    SelfTransfer {
+        /// The transfer's index in the step.
+        transfer: usize,
+        /// The rank.
+        rank: usize,
+    },
+    /// A transfer's range starts after it ends.
+    #[error("transfer {transfer}'s range {start}..{end} starts after it ends")]
     InvertedRange {
-        /// The sending rank.
-        rank: usize,
+        /// The transfer's index in the step.
+        transfer: usize,
         /// The range's start.
         start: usize,
         /// The range's end.
         end: usize,
     },
-    /// A range reaches past the end of the tensors.
-    #[error("rank {rank}'s range {start}..{end} is out of bounds for {length} elements")]
+    /// A transfer's range reaches past the end of the buffers.
+    #[error("transfer {transfer}'s range {start}..{end} is out of bounds for buffers of {buffer_len} elements")]
     RangeOutOfBounds {
-        /// The sending rank.
-        rank: usize,
+        /// The transfer's index in the step.
+        transfer: usize,
         /// The range's start.
         start: usize,
         /// The range's end.
         end: usize,
-        /// The tensors' length.
-        length: usize,
+        /// The buffers' length.
+        buffer_len: usize,
     },
-    /// The ranges of one step differ in length by more than one (a balanced schedule never does;
-    /// checked unless disabled with [`SimDeviceBuilder::balanced_steps`](crate::SimDeviceBuilder::balanced_steps)).
-    #[error(
-        "unbalanced step: rank {short_rank} sends {short} elements but rank {long_rank} sends {long}"
-    )]
-    UnbalancedStep {
-        /// A rank sending the fewest elements.
-        short_rank: usize,
-        /// Its range's length.
-        short: usize,
-        /// A rank sending the most elements.
-        long_rank: usize,
-        /// Its range's length.
-        long: usize,
+    /// Two transfers of an overwriting step write the same element.
+    #[error("an overwriting step writes rank {rank}'s element {element} twice")]
+    DoubleWrite {
+        /// The receiving rank.
+        rank: usize,
+        /// The element written twice.
+        element: usize,
     },
-    /// `finish` was asked for another operation than `begin`.
-    #[error("finish with {finished}, but the generation began with {begun}")]
-    OperationChanged {
-        /// The operation given to `begin`.
-        begun: ReduceOperation,
-        /// The operation given to `finish`.
-        finished: ReduceOperation,
+    /// A combining step delivers one sender's value to the same element twice.
+    #[error("a combining step delivers rank {from}'s value to rank {rank}'s element {element} twice")]
+    DuplicateSource {
+        /// The receiving rank.
+        rank: usize,
+        /// The element.
+        element: usize,
+        /// The sender.
+        from: usize,
+    },
+    /// `finish` was given another plan than `begin`.
+    #[error("finish with a plan for {finished} on {finished_world} ranks, but the generation began {begun} on {begun_world}")]
+    PlanChanged {
+        /// The collective given to `begin`.
+        begun: Collective,
+        /// The world of the plan given to `begin`.
+        begun_world: usize,
+        /// The collective given to `finish`.
+        finished: Collective,
+        /// The world of the plan given to `finish`.
+        finished_world: usize,
     },
 }

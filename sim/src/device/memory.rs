@@ -1,241 +1,248 @@
-//! The simulated device memory of one generation, per rank: an output buffer that holds the rank's
-//! current values wherever [`Ready`] says so, and — for a large tensor — the input, shared with its
-//! prepared value and never written, holding the current values everywhere else.
+//! The simulated device memory of one generation: one working buffer per rank, typed.
 //!
-//! A small input is copied whole into the output by `begin` (everything is ready at once); a
-//! large one is not copied at all: the first step that writes an element reads the input in the
-//! same pass. The element type is matched once per call; everything below runs on typed slices.
+//! A rank's buffer is its input's own allocation when the plan works in place (the buffer is the
+//! input, placed at 0) and the device allows it; otherwise a fresh buffer of the plan's length
+//! with the input copied to its placement. The element type is matched once per call; everything
+//! below runs on typed slices.
 
 use super::elements::Element;
-use super::exchange;
+use super::error::SimError;
 use super::kernels::{Kernel, map_in_place};
 use super::parallel;
-use super::pool::{MIN_POOLED_BYTES, Pool};
-use super::ready::Ready;
+use super::step::{Source, StepLayout, WriteKind};
 use super::{SimPrepared, SimTensor};
 use crate::host::{ElementType, HostValues};
 use half::{bf16, f16};
-use ruccl_core::{DeviceId, ReduceOperation};
-use std::ops::Range;
-// An immutable tensor shared between a prepared input and the work that reads it. Every
-// reference-count change happens on the thread that runs the generation (the prepared value is
-// moved there before `begin`), and the elements are never written, so there is nothing here for
-// a model checker to see: std's `Arc` is used under every cfg.
-use std::sync::Arc;
+use ruccl_core::{DeviceId, Plan, ReduceOperation};
 
-/// Every rank's memory, for one element type.
+/// Every rank's buffer, for one element type.
 #[derive(Debug)]
 pub(crate) enum Memory {
-    F32(Vec<Rank<f32>>),
-    F64(Vec<Rank<f64>>),
-    F16(Vec<Rank<f16>>),
-    BF16(Vec<Rank<bf16>>),
-    I32(Vec<Rank<i32>>),
-    I64(Vec<Rank<i64>>),
+    F32(Vec<Vec<f32>>),
+    F64(Vec<Vec<f64>>),
+    F16(Vec<Vec<f16>>),
+    BF16(Vec<Vec<bf16>>),
+    I32(Vec<Vec<i32>>),
+    I64(Vec<Vec<i64>>),
 }
 
-/// Run `$body` with `$ranks` bound to the typed ranks of whichever variant.
-macro_rules! with_ranks {
-    ($self:expr, $ranks:ident => $body:expr) => {
+/// Run `$body` with `$buffers` bound to the typed buffers of whichever variant.
+macro_rules! with_buffers {
+    ($self:expr, $buffers:ident => $body:expr) => {
         match $self {
-            Memory::F32($ranks) => $body,
-            Memory::F64($ranks) => $body,
-            Memory::F16($ranks) => $body,
-            Memory::BF16($ranks) => $body,
-            Memory::I32($ranks) => $body,
-            Memory::I64($ranks) => $body,
+            Memory::F32($buffers) => $body,
+            Memory::F64($buffers) => $body,
+            Memory::F16($buffers) => $body,
+            Memory::BF16($buffers) => $body,
+            Memory::I32($buffers) => $body,
+            Memory::I64($buffers) => $body,
         }
     };
 }
 
 impl Memory {
-    /// The memory of a generation over `inputs` (validated: one element type, one length), with
-    /// output buffers for large inputs from `pool`.
+    /// The buffers of a generation of `plan` over `inputs` (checked: one per rank, all of
+    /// `element_type` and the plan's input length). In place when `in_place` allows it.
     pub(crate) fn new(
         element_type: ElementType,
-        inputs: &[SimPrepared],
-        length: usize,
-        pool: &Pool,
-    ) -> Self {
-        match element_type {
-            ElementType::F32 => Memory::F32(ranks(inputs, length, pool)),
-            ElementType::F64 => Memory::F64(ranks(inputs, length, pool)),
-            ElementType::F16 => Memory::F16(ranks(inputs, length, pool)),
-            ElementType::BF16 => Memory::BF16(ranks(inputs, length, pool)),
-            ElementType::I32 => Memory::I32(ranks(inputs, length, pool)),
-            ElementType::I64 => Memory::I64(ranks(inputs, length, pool)),
-        }
+        inputs: Vec<SimPrepared>,
+        plan: &Plan,
+        in_place: bool,
+    ) -> Result<Self, SimError> {
+        Ok(match element_type {
+            ElementType::F32 => Memory::F32(buffers(inputs, plan, in_place)?),
+            ElementType::F64 => Memory::F64(buffers(inputs, plan, in_place)?),
+            ElementType::F16 => Memory::F16(buffers(inputs, plan, in_place)?),
+            ElementType::BF16 => Memory::BF16(buffers(inputs, plan, in_place)?),
+            ElementType::I32 => Memory::I32(buffers(inputs, plan, in_place)?),
+            ElementType::I64 => Memory::I64(buffers(inputs, plan, in_place)?),
+        })
     }
 
-    /// Apply one validated ring step: `ranges[r]` goes from rank `r` to `(r + 1) % W`, reading
-    /// the pre-step state; `reduce` is the combining operation, or `None` to overwrite.
+    /// Apply one checked step; `combining` is the operation a combining step folds with.
     pub(crate) fn step(
         &mut self,
-        ranges: &[Range<usize>],
-        reduce: Option<ReduceOperation>,
+        layout: &StepLayout,
+        combining: ReduceOperation,
         threads: usize,
     ) {
-        with_ranks!(self, ranks => step(ranks, ranges, reduce, threads));
+        with_buffers!(self, buffers => step(buffers, layout, combining, threads));
     }
 
-    /// Complete every output (copying what no step wrote), divide by `divide_by` if given (the
-    /// `Mean` scaling), and hand the outputs over, rank `r`'s on `devices[r]`.
+    /// Hand over rank `r`'s `plan.output(r)` range on `devices[r]`, each divided by `divide_by`
+    /// if given (the `Mean` scaling).
     pub(crate) fn into_outputs(
         self,
         devices: &[DeviceId],
+        plan: &Plan,
         divide_by: Option<usize>,
         threads: usize,
     ) -> Vec<SimTensor> {
-        with_ranks!(self, ranks => into_outputs(ranks, devices, divide_by, threads))
+        with_buffers!(self, buffers => into_outputs(buffers, devices, plan, divide_by, threads))
     }
 }
 
-/// One rank's memory, for elements of type `T`.
-#[derive(Debug)]
-pub(crate) struct Rank<T> {
-    /// The shared input of a large tensor (`None`: the output was copied from it whole).
-    input: Option<Arc<SimTensor>>,
-    /// The output buffer: the rank's current values where `ready` says so.
-    output: Vec<T>,
-    /// Where the rank's current value is in `output` (elsewhere: in `input`). Grows with every
-    /// step that writes to the rank.
-    ready: Ready,
-}
-
-impl<T: Stored> Rank<T> {
-    /// The shared input's elements (empty for a copied one, whose output is ready everywhere).
-    pub(crate) fn input(&self) -> &[T] {
-        // `begin` admits only inputs of the generation's element type and a shared tensor never
-        // changes, so the view exists whenever an input does.
-        self.input
-            .as_deref()
-            .and_then(|tensor| T::view(tensor.values()))
-            .unwrap_or_default()
-    }
-
-    /// The output buffer.
-    pub(crate) fn output(&self) -> &[T] {
-        &self.output
-    }
-
-    /// Where the output holds the current values.
-    pub(crate) fn ready(&self) -> &Ready {
-        &self.ready
-    }
-
-    /// The input, the output (mutably) and the ready set, borrowed apart.
-    pub(crate) fn parts(&mut self) -> (&[T], &mut [T], &Ready) {
-        let input = self
-            .input
-            .as_deref()
-            .and_then(|tensor| T::view(tensor.values()))
-            .unwrap_or_default();
-        (input, &mut self.output, &self.ready)
-    }
-
-    /// Record that `range` of the output now holds current values.
-    pub(crate) fn mark_ready(&mut self, range: Range<usize>) {
-        self.ready.insert(range);
-    }
-}
-
-fn ranks<T: Stored>(inputs: &[SimPrepared], length: usize, pool: &Pool) -> Vec<Rank<T>> {
-    if length * size_of::<T>() >= MIN_POOLED_BYTES {
-        pool.reserve(inputs.len());
-    }
+/// Each rank's working buffer: its input's allocation in place, or a fresh one holding the
+/// input at its placement.
+fn buffers<T: Stored>(
+    inputs: Vec<SimPrepared>,
+    plan: &Plan,
+    in_place: bool,
+) -> Result<Vec<Vec<T>>, SimError> {
+    let buffer_len = plan.buffer_len();
     inputs
-        .iter()
-        .map(|input| match input.shared() {
-            Some(shared) => Rank {
-                input: Some(shared),
-                output: pool.take(length),
-                ready: Ready::default(),
-            },
-            None => Rank {
-                input: None,
-                output: T::view(input.tensor().values())
-                    .map(<[T]>::to_vec)
-                    .unwrap_or_default(),
-                ready: Ready::all(),
-            },
+        .into_iter()
+        .enumerate()
+        .map(|(rank, input)| {
+            let tensor = input.into_tensor();
+            let actual = tensor.element_type();
+            let values = T::unwrap(tensor.into_values()).map_err(|_| {
+                SimError::ElementTypeMismatch {
+                    rank,
+                    expected: T::TYPE,
+                    actual,
+                }
+            })?;
+            let placement = plan.placement(rank);
+            if in_place && placement == 0 && values.len() == buffer_len {
+                return Ok(values);
+            }
+            let mut buffer = T::zeroed(buffer_len);
+            buffer[placement..placement + values.len()].copy_from_slice(&values);
+            Ok(buffer)
         })
         .collect()
 }
 
 fn step<T: Stored>(
-    ranks: &mut [Rank<T>],
-    ranges: &[Range<usize>],
-    reduce: Option<ReduceOperation>,
+    buffers: &mut [Vec<T>],
+    layout: &StepLayout,
+    combining: ReduceOperation,
     threads: usize,
 ) {
-    match reduce {
-        None => exchange::step(ranks, ranges, false, T::sum, threads),
-        Some(ReduceOperation::Sum | ReduceOperation::Mean) => {
-            exchange::step(ranks, ranges, true, T::sum, threads);
+    match combining {
+        ReduceOperation::Sum | ReduceOperation::Mean => apply(buffers, layout, T::sum, threads),
+        ReduceOperation::Product => apply(buffers, layout, T::product, threads),
+        ReduceOperation::Min => apply(buffers, layout, T::min, threads),
+        ReduceOperation::Max => apply(buffers, layout, T::max, threads),
+    }
+}
+
+/// Copy the snapshots, then run every write: copies, or folds in the contract's order —
+/// `before` (folded from the left, through a scratch buffer when there are two or more), the
+/// receiver's own value, then `after`.
+fn apply<T: Stored, F: Fn(T, T) -> T + Copy + Sync>(
+    buffers: &mut [Vec<T>],
+    layout: &StepLayout,
+    op: F,
+    threads: usize,
+) {
+    let copies: Vec<Vec<T>> = layout
+        .snapshots
+        .iter()
+        .map(|(rank, range)| buffers[*rank][range.clone()].to_vec())
+        .collect();
+    let run = |kernel: Kernel<'_, T>| {
+        parallel::run_pieces(vec![kernel], size_of::<T>(), threads, |piece| piece.run(op));
+    };
+    let mut scratch: Vec<T> = Vec::new();
+    for write in &layout.writes {
+        let len = write.range.len();
+        // The receiver's buffer is taken out while its sources are read from the others': a
+        // transfer never reads its own receiver (checked), so the hole is never read.
+        let mut target = std::mem::take(&mut buffers[write.to]);
+        {
+            let read = |source: &Source| -> &[T] {
+                match *source {
+                    Source::Live { rank, start } => &buffers[rank][start..start + len],
+                    Source::Copied { index, offset } => &copies[index][offset..offset + len],
+                }
+            };
+            let dst = &mut target[write.range.clone()];
+            match &write.kind {
+                WriteKind::Copy(source) => run(Kernel::Copy {
+                    dst,
+                    src: read(source),
+                }),
+                WriteKind::Fold { before, after } => {
+                    match before.as_slice() {
+                        [] => {}
+                        [only] => run(Kernel::AccumulateLeft {
+                            dst: &mut *dst,
+                            src: read(only),
+                        }),
+                        [first, second, rest @ ..] => {
+                            scratch.clear();
+                            scratch.resize(len, T::default());
+                            run(Kernel::Combine {
+                                dst: &mut scratch,
+                                left: read(first),
+                                right: read(second),
+                            });
+                            for source in rest {
+                                run(Kernel::Accumulate {
+                                    dst: &mut scratch,
+                                    src: read(source),
+                                });
+                            }
+                            run(Kernel::AccumulateLeft {
+                                dst: &mut *dst,
+                                src: &scratch,
+                            });
+                        }
+                    }
+                    for source in after {
+                        run(Kernel::Accumulate {
+                            dst: &mut *dst,
+                            src: read(source),
+                        });
+                    }
+                }
+            }
         }
-        Some(ReduceOperation::Product) => exchange::step(ranks, ranges, true, T::product, threads),
-        Some(ReduceOperation::Min) => exchange::step(ranks, ranges, true, T::min, threads),
-        Some(ReduceOperation::Max) => exchange::step(ranks, ranges, true, T::max, threads),
+        buffers[write.to] = target;
     }
 }
 
 fn into_outputs<T: Stored>(
-    mut ranks: Vec<Rank<T>>,
+    buffers: Vec<Vec<T>>,
     devices: &[DeviceId],
+    plan: &Plan,
     divide_by: Option<usize>,
     threads: usize,
 ) -> Vec<SimTensor> {
-    // The indices no step wrote still hold the input: copy them (the whole tensor for a world of
-    // one; nothing for the ring schedule on two or more ranks).
-    let mut copies = Vec::new();
-    for rank in &mut ranks {
-        let length = rank.output.len();
-        if rank.ready.covers(length) {
-            continue;
-        }
-        let (input, output, ready) = rank.parts();
-        let mut rest = output;
-        let mut at = 0;
-        for (piece, held) in ready.pieces(0..length) {
-            let (head, tail) = std::mem::take(&mut rest).split_at_mut(piece.end - at);
-            rest = tail;
-            at = piece.end;
-            if !held {
-                copies.push(Kernel::Copy {
-                    dst: head,
-                    src: &input[piece],
-                });
+    let mut outputs: Vec<Vec<T>> = buffers
+        .into_iter()
+        .enumerate()
+        .map(|(rank, buffer)| {
+            let range = plan.output(rank);
+            if range == (0..buffer.len()) {
+                buffer
+            } else {
+                buffer[range].to_vec()
             }
-        }
-    }
-    parallel::run_pieces(copies, size_of::<T>(), threads, |kernel| kernel.run(T::sum));
+        })
+        .collect();
     if let Some(world) = divide_by {
-        let slices: Vec<&mut [T]> = ranks
-            .iter_mut()
-            .map(|rank| rank.output.as_mut_slice())
-            .collect();
+        let slices: Vec<&mut [T]> = outputs.iter_mut().map(Vec::as_mut_slice).collect();
         parallel::run_pieces(slices, size_of::<T>(), threads, |slice| {
             map_in_place(slice, |value| value.divide(world));
         });
     }
-    // Collected into a fresh vector: reusing the ranks' allocation (the standard library's
-    // in-place collection) would shrink it with a `realloc`, which costs more.
-    let mut outputs = Vec::with_capacity(ranks.len());
-    for (rank, &device) in ranks.into_iter().zip(devices) {
-        outputs.push(SimTensor::new(device, T::wrap(rank.output)));
-    }
     outputs
+        .into_iter()
+        .zip(devices)
+        .map(|(values, &device)| SimTensor::new(device, T::wrap(values)))
+        .collect()
 }
 
-/// An [`Element`] that a [`HostValues`] variant stores.
+/// An element type the device keeps in [`HostValues`].
 pub(crate) trait Stored: Element + Default {
-    /// The elements, if `values` holds this type.
-    fn view(values: &HostValues) -> Option<&[Self]>;
+    /// The element type's name.
+    const TYPE: ElementType;
     /// Wrap a vector of this type.
     fn wrap(values: Vec<Self>) -> HostValues;
     /// The vector inside `values`, if it holds this type (else `values` back).
-    // Only the pool unwraps, and there is none under a model checker.
-    #[cfg_attr(any(ruccl_loom, ruccl_shuttle), allow(dead_code))]
     fn unwrap(values: HostValues) -> Result<Vec<Self>, HostValues>;
     /// `length` zeros (for the primitive types, untouched zero pages from the allocator).
     fn zeroed(length: usize) -> Vec<Self> {
@@ -246,12 +253,7 @@ pub(crate) trait Stored: Element + Default {
 macro_rules! stored {
     ($type:ty, $variant:ident) => {
         impl Stored for $type {
-            fn view(values: &HostValues) -> Option<&[Self]> {
-                match values {
-                    HostValues::$variant(values) => Some(values),
-                    _ => None,
-                }
-            }
+            const TYPE: ElementType = ElementType::$variant;
             fn wrap(values: Vec<Self>) -> HostValues {
                 HostValues::$variant(values)
             }

@@ -1,35 +1,30 @@
 //! [`SimDevice`]: host memory standing in for device memory, strict about the executor contract.
 //!
-//! | file           | job                                                        |
-//! |----------------|------------------------------------------------------------|
-//! | `mod.rs`       | the device, its work, the trait impls                      |
-//! | `tensor.rs`    | [`SimTensor`], [`SimPrepared`]                             |
-//! | `error.rs`     | [`SimError`], one variant per contract violation           |
-//! | `validate.rs`  | the checks `begin` and `exchange` run before touching data |
-//! | `memory.rs`    | per-rank inputs and output buffers of one generation       |
-//! | `ready.rs`     | which output elements hold current values                  |
-//! | `exchange.rs`  | one ring step, planned as kernels, with pre-step reads     |
-//! | `kernels.rs`   | the fused element loops                                    |
-//! | `parallel.rs`  | splitting a call's loops across cores (not under checkers) |
-//! | `pool.rs`      | recycled output buffers (not under checkers)               |
-//! | `elements.rs`  | element arithmetic, `Mean` scaling and its rounding        |
+//! | file           | job                                                          |
+//! |----------------|--------------------------------------------------------------|
+//! | `mod.rs`       | the device, its work, the trait impls                        |
+//! | `tensor.rs`    | [`SimTensor`], [`SimPrepared`]                               |
+//! | `error.rs`     | [`SimError`], one variant per contract violation             |
+//! | `validate.rs`  | the checks `begin` runs before touching data                 |
+//! | `step.rs`      | a step checked and laid out: snapshots, copies, folds        |
+//! | `memory.rs`    | the per-rank working buffers of one generation                |
+//! | `kernels.rs`   | the fused element loops                                      |
+//! | `parallel.rs`  | splitting a call's loops across cores (not under checkers)   |
+//! | `elements.rs`  | element arithmetic, `Mean` scaling and its rounding          |
 //!
 //! ## Speed
 //!
-//! `begin` does not copy a large input: the work shares the prepared tensor, and the first step
-//! that writes an element of a rank reads that rank's input in the same pass (a small input, under
-//! 64 KiB, is simply copied). A step is one fused loop per transfer (reduce-scatter: read two,
-//! write one; all-gather: read one, write one), so the ring moves exactly the memory traffic its
-//! schedule implies, into recycled output buffers, split across cores when a step is large.
+//! A plan that works in place (all-reduce, reduce-scatter, broadcast) runs in the inputs' own
+//! allocations: `begin` copies nothing. A step copies aside only the sources it also writes
+//! (none in a ring step), and each write is one fused loop (copy; or fold: read two, write one),
+//! split across cores when it is large.
 
 mod elements;
 mod error;
-mod exchange;
 mod kernels;
 mod memory;
 mod parallel;
-mod pool;
-mod ready;
+mod step;
 mod tensor;
 mod validate;
 
@@ -39,25 +34,29 @@ pub use tensor::{SimPrepared, SimTensor};
 use crate::host::{ElementType, HostTensors, HostValues};
 use crate::ledger::{GenerationTraffic, Ledger, StepTraffic};
 use memory::Memory;
-use pool::Pool;
-use ruccl_core::{DeviceId, NativeCollectiveDevice, ReduceOperation};
-use std::ops::Range;
+use ruccl_core::{
+    Collective, DeviceId, LinkModel, Links, NativeCollectiveDevice, Plan, ReduceOperation, Step,
+    TensorInfo,
+};
+use step::StepLayout;
 
 /// How many generations a device's ledger keeps unless told otherwise.
 pub const DEFAULT_LEDGER_RETENTION: usize = 4096;
 
-/// A simulated device: every rank's tensor is a host buffer owned by its [`DeviceId`], and every
-/// method checks the executor contract instead of trusting the caller.
+/// A simulated device: every rank's working buffer is a host buffer owned by its [`DeviceId`],
+/// and every method checks the executor contract instead of trusting the caller.
 ///
 /// - `prepare` checks the tensor lives on the named device.
-/// - `begin` checks one input per device, at least one rank, each input on its rank's device, one
-///   element type and one length, and that the operation is supported for the element type (all
-///   are, unless configured otherwise with [`SimDeviceBuilder::unsupported`]).
-/// - `exchange` checks one range per rank, each within the tensors, and (unless disabled) that the
-///   step is balanced; every send reads the pre-step state, and data only moves from rank `r` to
-///   `(r + 1) % W` — there is no way to express anything else.
-/// - `finish` checks the operation is the one the generation began with, applies the `Mean`
-///   scaling and records the generation's traffic in the [`Ledger`].
+/// - `begin` checks one input per rank of the plan, each on its rank's device, one element type,
+///   the plan's input length, a layout inside the buffers, and that the operation is supported
+///   for the element type (all are, unless configured otherwise with
+///   [`SimDeviceBuilder::unsupported`]).
+/// - `exchange` checks every transfer names two distinct ranks of the world and a range inside
+///   the buffers, that an overwriting step writes no element twice and a combining step delivers
+///   no sender's value to an element twice; every transfer reads the pre-step state, and folds
+///   follow the contract's order (ascending ranks, the receiver's own value at its own position).
+/// - `finish` checks the plan is the one the generation began with, applies the `Mean` scaling,
+///   hands each rank its output range and records the generation's traffic in the [`Ledger`].
 ///
 /// Every violation is a [`SimError`]; nothing panics.
 ///
@@ -76,14 +75,13 @@ pub const DEFAULT_LEDGER_RETENTION: usize = 4096;
 /// f16 and bf16 compute in f32 and round back once; f32 carries more than twice their precision
 /// plus two bits, so each result is the correctly rounded result in the half type.
 ///
-/// Clones share the ledger (and the pool of recycled buffers). The shared state is behind locks
-/// from [`ruccl_core::sync`], so the device runs unchanged under loom and shuttle (create it inside
-/// the model there); under those checkers it never spawns threads and keeps no pool.
+/// Clones share the ledger. The shared state is behind locks from [`ruccl_core::sync`], so the
+/// device runs unchanged under loom and shuttle (create it inside the model there); under those
+/// checkers it never spawns threads.
 #[derive(Clone, Debug)]
 pub struct SimDevice {
     config: Config,
     ledger: Ledger,
-    pool: Pool,
 }
 
 /// The device's fixed settings.
@@ -91,12 +89,14 @@ pub struct SimDevice {
 struct Config {
     /// Bit `type_index * 5 + operation_index` is set for each unsupported combination.
     unsupported: u64,
-    /// Whether `exchange` rejects steps whose ranges differ in length by more than one.
-    balanced_steps: bool,
     /// Whether `finish` records traffic in the ledger.
     record_traffic: bool,
     /// The most threads one call may use for its element loops (1 under a checker).
     threads: usize,
+    /// Whether `begin` may use an input's allocation as the working buffer.
+    in_place: bool,
+    /// The model `Auto` prices plans with on this device.
+    model: LinkModel,
 }
 
 impl Default for SimDevice {
@@ -106,7 +106,7 @@ impl Default for SimDevice {
 }
 
 impl SimDevice {
-    /// A device supporting every operation on every element type, checking balanced steps, and
+    /// A device supporting every operation on every element type, working in place, and
     /// keeping the last [`DEFAULT_LEDGER_RETENTION`] generations in its ledger.
     pub fn new() -> Self {
         Self::builder().build()
@@ -116,10 +116,11 @@ impl SimDevice {
     pub fn builder() -> SimDeviceBuilder {
         SimDeviceBuilder {
             unsupported: 0,
-            balanced_steps: true,
             record_traffic: true,
             retention: Some(DEFAULT_LEDGER_RETENTION),
             threads: None,
+            in_place: true,
+            model: None,
         }
     }
 
@@ -137,16 +138,36 @@ impl SimDevice {
     pub fn supports(&self, element_type: ElementType, operation: ReduceOperation) -> bool {
         self.config.unsupported & support_bit(element_type, operation) == 0
     }
+
+    /// The α–β model of this simulated machine (see [`SimDeviceBuilder::link_model`]).
+    pub fn model(&self) -> LinkModel {
+        self.config.model
+    }
 }
+
+/// The simulated machine's model: every transfer crosses one host memory system, so a step's
+/// cost is its total bytes ([`Links::Shared`]); α is the per-step cost of the device's own
+/// bookkeeping, β the host's copy bandwidth. Measured on a 2-vCPU VM with the perf tool
+/// (`sim/PERF.md`).
+fn default_model() -> LinkModel {
+    LinkModel::new(SIM_ALPHA_SECONDS, SIM_BETA_BYTES_PER_SECOND, Links::Shared)
+        .unwrap_or_default()
+}
+
+/// α of the default simulated machine, seconds per step.
+const SIM_ALPHA_SECONDS: f64 = 0.5e-6;
+/// β of the default simulated machine, bytes per second over all transfers of a step.
+const SIM_BETA_BYTES_PER_SECOND: f64 = 4e9;
 
 /// Settings for a [`SimDevice`].
 #[derive(Clone, Debug)]
 pub struct SimDeviceBuilder {
     unsupported: u64,
-    balanced_steps: bool,
     record_traffic: bool,
     retention: Option<usize>,
     threads: Option<usize>,
+    in_place: bool,
+    model: Option<LinkModel>,
 }
 
 impl SimDeviceBuilder {
@@ -154,13 +175,6 @@ impl SimDeviceBuilder {
     /// [`SimError::UnsupportedOperation`] (to exercise that error path in harnesses).
     pub fn unsupported(mut self, element_type: ElementType, operation: ReduceOperation) -> Self {
         self.unsupported |= support_bit(element_type, operation);
-        self
-    }
-
-    /// Whether `exchange` rejects a step whose ranges differ in length by more than one
-    /// ([`SimError::UnbalancedStep`]); on by default. The ring schedule is always balanced.
-    pub fn balanced_steps(mut self, check: bool) -> Self {
-        self.balanced_steps = check;
         self
     }
 
@@ -179,10 +193,25 @@ impl SimDeviceBuilder {
     }
 
     /// The most threads one call may use for its element loops (at least 1). The default is the
-    /// machine's available parallelism; a call uses more than one thread only for steps of at
+    /// machine's available parallelism; a call uses more than one thread only for writes of at
     /// least a megabyte per thread. Under a model checker the device always uses one.
     pub fn threads(mut self, threads: usize) -> Self {
         self.threads = Some(threads.max(1));
+        self
+    }
+
+    /// Whether `begin` may use an input's own allocation as the rank's working buffer when the
+    /// plan works in place (on by default); off, every generation copies its inputs into fresh
+    /// buffers (nccl-tests' out-of-place).
+    pub fn in_place(mut self, in_place: bool) -> Self {
+        self.in_place = in_place;
+        self
+    }
+
+    /// The α–β model the device reports to communicators, which `Auto` resolves with. The
+    /// default models the simulator itself: one shared host memory system.
+    pub fn link_model(mut self, model: LinkModel) -> Self {
+        self.model = Some(model);
         self
     }
 
@@ -198,12 +227,12 @@ impl SimDeviceBuilder {
         SimDevice {
             config: Config {
                 unsupported: self.unsupported,
-                balanced_steps: self.balanced_steps,
                 record_traffic: self.record_traffic,
                 threads,
+                in_place: self.in_place,
+                model: self.model.unwrap_or_else(default_model),
             },
             ledger: Ledger::new(self.retention),
-            pool: Pool::default(),
         }
     }
 }
@@ -220,14 +249,15 @@ fn support_bit(element_type: ElementType, operation: ReduceOperation) -> u64 {
     1 << (type_index * ReduceOperation::ALL.len() + operation_index)
 }
 
-/// One generation in flight: the per-rank output buffers and the traffic so far.
+/// One generation in flight: the per-rank working buffers and the traffic so far.
 #[derive(Debug)]
 pub struct SimWork {
     /// `devices[r]` is rank `r`'s device; outputs are returned on it.
     devices: Vec<DeviceId>,
-    operation: ReduceOperation,
+    collective: Collective,
     element_type: ElementType,
-    length: usize,
+    input_len: usize,
+    buffer_len: usize,
     memory: Memory,
     steps: Vec<StepTraffic>,
 }
@@ -243,9 +273,9 @@ impl SimWork {
         &self.steps
     }
 
-    /// Elements per rank.
-    pub fn length(&self) -> usize {
-        self.length
+    /// Elements per rank's working buffer.
+    pub fn buffer_len(&self) -> usize {
+        self.buffer_len
     }
 
     /// The element type.
@@ -253,9 +283,9 @@ impl SimWork {
         self.element_type
     }
 
-    /// The operation given to `begin`.
-    pub fn operation(&self) -> ReduceOperation {
-        self.operation
+    /// The collective of the plan given to `begin`.
+    pub fn collective(&self) -> Collective {
+        self.collective
     }
 }
 
@@ -272,90 +302,93 @@ impl NativeCollectiveDevice for SimDevice {
                 actual: tensor.device(),
             });
         }
-        Ok(SimPrepared::new(tensor, Some(self.pool.clone())))
+        Ok(SimPrepared::new(tensor))
+    }
+
+    fn describe(&self, input: &SimPrepared) -> TensorInfo {
+        TensorInfo {
+            len: input.tensor().len(),
+            element: input.tensor().element_type(),
+        }
     }
 
     fn begin(
         &self,
         devices: &[DeviceId],
-        inputs: &[SimPrepared],
-        operation: ReduceOperation,
+        inputs: Vec<SimPrepared>,
+        plan: &Plan,
     ) -> Result<SimWork, SimError> {
-        let shape = validate::begin(devices, inputs)?;
-        if !self.supports(shape.element_type, operation) {
-            return Err(SimError::UnsupportedOperation {
-                operation,
-                element_type: shape.element_type,
-            });
+        let element_type = validate::begin(devices, &inputs, plan)?;
+        if let Some(operation) = plan.collective().operation() {
+            if !self.supports(element_type, operation) {
+                return Err(SimError::UnsupportedOperation {
+                    operation,
+                    element_type,
+                });
+            }
         }
-        let memory = Memory::new(shape.element_type, inputs, shape.length, &self.pool);
+        let memory = Memory::new(element_type, inputs, plan, self.config.in_place)?;
         Ok(SimWork {
             devices: devices.to_vec(),
-            operation,
-            element_type: shape.element_type,
-            length: shape.length,
+            collective: plan.collective(),
+            element_type,
+            input_len: plan.input_len(),
+            buffer_len: plan.buffer_len(),
             memory,
-            steps: Vec::with_capacity(2 * devices.len().saturating_sub(1)),
+            steps: Vec::with_capacity(plan.steps().len()),
         })
     }
 
-    fn elements(&self, work: &SimWork) -> usize {
-        work.length
-    }
-
-    fn exchange(
-        &self,
-        work: &mut SimWork,
-        ranges: &[Range<usize>],
-        reduce: bool,
-    ) -> Result<(), SimError> {
-        validate::ranges(
-            ranges,
-            work.world(),
-            work.length,
-            self.config.balanced_steps,
-        )?;
-        let combining = reduce.then(|| work.operation.combining());
-        work.memory.step(ranges, combining, self.config.threads);
-        work.steps.push(StepTraffic {
-            reduce,
-            sent: ranges.iter().map(Range::len).collect(),
-        });
+    fn exchange(&self, work: &mut SimWork, step: &Step) -> Result<(), SimError> {
+        let layout = StepLayout::new(step, work.world(), work.buffer_len)?;
+        let combining = work
+            .collective
+            .operation()
+            .map_or(ReduceOperation::Sum, ReduceOperation::combining);
+        work.memory.step(&layout, combining, self.config.threads);
+        if self.config.record_traffic {
+            work.steps.push(StepTraffic::of(step));
+        }
         Ok(())
     }
 
-    fn finish(
-        &self,
-        work: SimWork,
-        operation: ReduceOperation,
-    ) -> Result<Vec<SimTensor>, SimError> {
-        if operation != work.operation {
-            return Err(SimError::OperationChanged {
-                begun: work.operation,
-                finished: operation,
+    fn finish(&self, work: SimWork, plan: &Plan) -> Result<Vec<SimTensor>, SimError> {
+        if plan.collective() != work.collective || plan.world() != work.world() {
+            return Err(SimError::PlanChanged {
+                begun: work.collective,
+                begun_world: work.world(),
+                finished: plan.collective(),
+                finished_world: plan.world(),
             });
         }
         let SimWork {
             devices,
-            operation,
+            collective,
             element_type,
-            length,
+            input_len,
             memory,
             steps,
+            ..
         } = work;
-        let divide_by = (operation == ReduceOperation::Mean).then_some(devices.len());
-        let outputs = memory.into_outputs(&devices, divide_by, self.config.threads);
+        let mean = collective.operation() == Some(ReduceOperation::Mean);
+        let divide_by = mean.then_some(devices.len());
+        let outputs = memory.into_outputs(&devices, plan, divide_by, self.config.threads);
         if self.config.record_traffic {
             self.ledger.record(GenerationTraffic {
                 sequence: 0,
                 devices,
-                length,
+                collective,
+                algorithm: plan.algorithm(),
+                input_len,
                 element_type,
-                operation,
                 steps,
             });
         }
         Ok(outputs)
+    }
+
+    fn link_model(&self) -> LinkModel {
+        self.config.model
     }
 }
 

@@ -1,36 +1,30 @@
-//! Contract checks of the simulated device, run before any memory is touched.
+//! Contract checks of `begin`, run before any memory is touched (a step's checks are in
+//! [`StepLayout::new`](super::step::StepLayout::new)).
 
 use super::SimPrepared;
 use super::error::SimError;
 use crate::host::ElementType;
-use ruccl_core::DeviceId;
-use std::ops::Range;
+use ruccl_core::{DeviceId, Plan};
 
-/// What `begin` learned from valid inputs.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Shape {
-    /// The element type every input shares.
-    pub(crate) element_type: ElementType,
-    /// The length every input shares.
-    pub(crate) length: usize,
-}
-
-/// Check `begin`'s inputs: as many as devices, at least one, each on its rank's device, all of
-/// rank 0's length and element type.
-pub(crate) fn begin(devices: &[DeviceId], inputs: &[SimPrepared]) -> Result<Shape, SimError> {
-    if devices.len() != inputs.len() {
+/// Check `begin`'s inputs against the plan: one per rank, at least one, each on its rank's
+/// device, all of rank 0's element type and the plan's input length; and the plan's layout
+/// inside its buffers. Returns the element type.
+pub(crate) fn begin(
+    devices: &[DeviceId],
+    inputs: &[SimPrepared],
+    plan: &Plan,
+) -> Result<ElementType, SimError> {
+    if devices.len() != inputs.len() || devices.len() != plan.world() {
         return Err(SimError::InputCount {
             devices: devices.len(),
             inputs: inputs.len(),
+            planned: plan.world(),
         });
     }
     let Some(first) = inputs.first() else {
         return Err(SimError::EmptyWorld);
     };
-    let shape = Shape {
-        element_type: first.tensor().element_type(),
-        length: first.tensor().len(),
-    };
+    let element_type = first.tensor().element_type();
     for (rank, (input, &device)) in inputs.iter().zip(devices).enumerate() {
         let tensor = input.tensor();
         if tensor.device() != device {
@@ -40,68 +34,39 @@ pub(crate) fn begin(devices: &[DeviceId], inputs: &[SimPrepared]) -> Result<Shap
                 actual: tensor.device(),
             });
         }
-        if tensor.element_type() != shape.element_type {
+        if tensor.element_type() != element_type {
             return Err(SimError::ElementTypeMismatch {
                 rank,
-                expected: shape.element_type,
+                expected: element_type,
                 actual: tensor.element_type(),
             });
         }
-        if tensor.len() != shape.length {
+        if tensor.len() != plan.input_len() {
             return Err(SimError::LengthMismatch {
                 rank,
-                expected: shape.length,
+                expected: plan.input_len(),
                 actual: tensor.len(),
             });
         }
+        layout(plan, rank)?;
     }
-    Ok(shape)
+    Ok(element_type)
 }
 
-/// Check one step's ranges: one per rank, each a forward range within `0..length`, and — when
-/// `balanced` — lengths that differ by at most one.
-pub(crate) fn ranges(
-    ranges: &[Range<usize>],
-    world: usize,
-    length: usize,
-    balanced: bool,
-) -> Result<(), SimError> {
-    if ranges.len() != world {
-        return Err(SimError::RangeCount {
-            ranges: ranges.len(),
-            world,
-        });
-    }
-    for (rank, range) in ranges.iter().enumerate() {
-        if range.start > range.end {
-            return Err(SimError::InvertedRange {
+/// Rank `rank`'s input and output lie inside its buffer.
+fn layout(plan: &Plan, rank: usize) -> Result<(), SimError> {
+    let buffer_len = plan.buffer_len();
+    let input = plan.placement(rank)..plan.placement(rank).saturating_add(plan.input_len());
+    let output = plan.output(rank);
+    for (what, range) in [("input", input), ("output", output)] {
+        if range.start > range.end || range.end > buffer_len {
+            return Err(SimError::LayoutOutOfBounds {
                 rank,
+                what,
                 start: range.start,
                 end: range.end,
+                buffer_len,
             });
-        }
-        if range.end > length {
-            return Err(SimError::RangeOutOfBounds {
-                rank,
-                start: range.start,
-                end: range.end,
-                length,
-            });
-        }
-    }
-    if balanced {
-        let by_length = |(_, range): &(usize, &Range<usize>)| range.len();
-        let shortest = ranges.iter().enumerate().min_by_key(by_length);
-        let longest = ranges.iter().enumerate().max_by_key(by_length);
-        if let (Some((short_rank, short)), Some((long_rank, long))) = (shortest, longest) {
-            if long.len() > short.len() + 1 {
-                return Err(SimError::UnbalancedStep {
-                    short_rank,
-                    short: short.len(),
-                    long_rank,
-                    long: long.len(),
-                });
-            }
         }
     }
     Ok(())
