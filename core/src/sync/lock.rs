@@ -1,7 +1,7 @@
 //! `Mutex` and `Condvar` wrappers shared by every backend: no poisoning, and a condition variable
 //! whose `wait` may return spuriously (the shuttle backend injects such wake-ups on purpose).
 
-use super::backend::{self, Deadline};
+use super::backend::{self, Deadline, Shared};
 use std::ops::{Deref, DerefMut};
 
 /// A mutual-exclusion lock whose `lock` cannot fail.
@@ -10,7 +10,7 @@ use std::ops::{Deref, DerefMut};
 /// type keeps its state consistent at every point a foreign panic could unwind.
 #[derive(Debug, Default)]
 pub struct Mutex<T> {
-    inner: backend::RawMutex<T>,
+    inner: Shared<backend::RawMutex<T>>,
 }
 
 /// The guard of a [`Mutex`]; the lock is held until it is dropped.
@@ -24,7 +24,7 @@ impl<T> Mutex<T> {
     /// A new unlocked mutex holding `value`.
     pub fn new(value: T) -> Self {
         Self {
-            inner: backend::RawMutex::new(value),
+            inner: backend::share(backend::RawMutex::new(value)),
         }
     }
 
@@ -35,13 +35,6 @@ impl<T> Mutex<T> {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         MutexGuard { raw, mutex: self }
-    }
-
-    /// Consume the mutex and return its value.
-    pub fn into_inner(self) -> T {
-        self.inner
-            .into_inner()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 }
 
@@ -65,14 +58,14 @@ impl<T> DerefMut for MutexGuard<'_, T> {
 /// deterministic random source, so an `if` written where a `while` belongs is caught.
 #[derive(Debug, Default)]
 pub struct Condvar {
-    inner: backend::RawCondvar,
+    inner: Shared<backend::RawCondvar>,
 }
 
 impl Condvar {
     /// A new condition variable with no waiters.
     pub fn new() -> Self {
         Self {
-            inner: backend::RawCondvar::new(),
+            inner: backend::share(backend::RawCondvar::new()),
         }
     }
 
@@ -92,24 +85,24 @@ impl Condvar {
     }
 
     /// Like [`Condvar::wait`], but give up once `deadline` has passed. Returns the re-acquired
-    /// guard and whether the deadline had passed on return. Under a checker a deadline never
-    /// passes (neither loom nor shuttle models time), so this is exactly [`Condvar::wait`].
-    pub fn wait_until<'a, T>(
+    /// guard and whether the deadline had passed on return (a wake-up may be both: notified and
+    /// late). Under a checker the clock is never read and a deadline passes whenever the
+    /// checker runs its timer thread (see the backends' `checked_deadline.rs`).
+    pub fn wait_until<'a, T: Send + 'static>(
         &self,
         guard: MutexGuard<'a, T>,
         deadline: &Deadline,
     ) -> (MutexGuard<'a, T>, bool) {
-        match deadline.remaining() {
-            None => (self.wait(guard), false),
-            Some(left) if left.is_zero() => (guard, true),
-            Some(left) => {
-                let mutex = guard.mutex;
-                let (raw, _) = backend::wait_timeout(&self.inner, guard.raw, left);
-                let guard = MutexGuard { raw, mutex };
-                let expired = deadline.expired();
-                (guard, expired)
-            }
+        let mutex = guard.mutex;
+        if backend::spurious_wakeup() {
+            drop(guard);
+            thread_yield();
+            let guard = mutex.lock();
+            let expired = deadline.expired();
+            return (guard, expired);
         }
+        let (raw, expired) = deadline.wait(&self.inner, &mutex.inner, guard.raw);
+        (MutexGuard { raw, mutex }, expired)
     }
 
     /// Wake every waiter.

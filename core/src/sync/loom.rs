@@ -1,11 +1,10 @@
 //! The loom backend: exhaustive exploration of interleavings. No spurious wake-ups (loom has
 //! none and injecting them would multiply an already exhaustive state space), no spin before
-//! parking (see [`backoff`]); no clock.
+//! parking (see [`backoff`]); no clock: a deadline is a timer thread loom schedules like any
+//! other (`checked_deadline.rs`), so it explores the timeout firing at every point.
 
 #[path = "checked_deadline.rs"]
 mod deadline;
-
-use std::time::Duration;
 
 pub use deadline::Deadline;
 pub use loom::sync::{Arc, atomic};
@@ -15,20 +14,17 @@ pub(super) use loom::sync::{Condvar as RawCondvar, Mutex as RawMutex, MutexGuard
 
 pub(super) const CHECKED: bool = true;
 
-pub(super) fn spurious_wakeup() -> bool {
-    false
+/// How the facade holds a raw lock or condition variable: shared, so that a deadline's timer
+/// thread can take the lock and notify (see `checked_deadline.rs`).
+pub(super) type Shared<T> = Arc<T>;
+
+/// Hold `value` as [`Shared`].
+pub(super) fn share<T>(value: T) -> Shared<T> {
+    Arc::new(value)
 }
 
-pub(super) fn wait_timeout<'a, T>(
-    condvar: &RawCondvar,
-    guard: RawGuard<'a, T>,
-    _timeout: Duration,
-) -> (RawGuard<'a, T>, bool) {
-    // Unreachable in practice: a checked `Deadline` never has time remaining to wait for.
-    let guard = condvar
-        .wait(guard)
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    (guard, false)
+pub(super) fn spurious_wakeup() -> bool {
+    false
 }
 
 /// No spin under loom: waiters park at once (`core/src/rendezvous/README.md`, "Why the checkers

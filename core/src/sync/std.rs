@@ -9,6 +9,15 @@ pub(super) use std::sync::{Condvar as RawCondvar, Mutex as RawMutex, MutexGuard 
 
 pub(super) const CHECKED: bool = false;
 
+/// How the facade holds a raw lock or condition variable: by value (a checker backend shares
+/// them with its timer threads instead).
+pub(super) type Shared<T> = T;
+
+/// Hold `value` as [`Shared`].
+pub(super) fn share<T>(value: T) -> Shared<T> {
+    value
+}
+
 /// Polls with the spin hint when every rank has a core: a few microseconds, far longer than a
 /// rendezvous of ranks that are all running.
 const SPIN_POLLS: u32 = 256;
@@ -19,20 +28,6 @@ const YIELD_POLLS: u32 = 256;
 
 pub(super) fn spurious_wakeup() -> bool {
     false
-}
-
-pub(super) fn wait_timeout<'a, T>(
-    condvar: &RawCondvar,
-    guard: RawGuard<'a, T>,
-    timeout: Duration,
-) -> (RawGuard<'a, T>, bool) {
-    match condvar.wait_timeout(guard, timeout) {
-        Ok((guard, result)) => (guard, result.timed_out()),
-        Err(poisoned) => {
-            let (guard, result) = poisoned.into_inner();
-            (guard, result.timed_out())
-        }
-    }
 }
 
 /// `(polls, spins)` for `world` ranks: spin, then yield, then park when the ranks fit the
@@ -61,14 +56,33 @@ impl Deadline {
         Self(Instant::now().checked_add(timeout))
     }
 
-    /// Time left, `Some(ZERO)` once passed, `None` for a deadline that never passes.
-    pub fn remaining(&self) -> Option<Duration> {
-        self.0
-            .map(|at| at.saturating_duration_since(Instant::now()))
-    }
-
     /// Whether the deadline has passed.
     pub fn expired(&self) -> bool {
-        self.remaining().is_some_and(|left| left.is_zero())
+        self.0.is_some_and(|at| Instant::now() >= at)
+    }
+
+    /// Wait on `condvar` with `guard` (of `mutex`) until notified or this deadline passes;
+    /// returns the guard and whether the deadline had passed on return.
+    pub(in crate::sync) fn wait<'a, T: Send + 'static>(
+        &self,
+        condvar: &Shared<RawCondvar>,
+        _mutex: &Shared<RawMutex<T>>,
+        guard: RawGuard<'a, T>,
+    ) -> (RawGuard<'a, T>, bool) {
+        let Some(at) = self.0 else {
+            let guard = condvar
+                .wait(guard)
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            return (guard, false);
+        };
+        let left = at.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return (guard, true);
+        }
+        let guard = match condvar.wait_timeout(guard, left) {
+            Ok((guard, _)) => guard,
+            Err(poisoned) => poisoned.into_inner().0,
+        };
+        (guard, self.expired())
     }
 }
