@@ -1,11 +1,10 @@
 //! Aborts racing the ranks.
 
-use super::{Calls, Group, Shape, Task, concurrently, rank_tasks};
+use super::{Calls, Group, HarnessArc, Shape, Task, concurrently, rank_tasks};
 use crate::device::{faulty, held_ring, lean};
 use crate::properties::{self, Delivered, Observed};
 use ruccl_sim::fault::{DropTarget, FaultSite};
 use ruccl_sim::{FaultPlan, FaultSpec};
-use std::sync::Arc as HarnessArc;
 
 /// `abort` racing the ranks: the ranks run `shape.generations` generations while one extra
 /// thread per entry of `reasons` aborts the communicator with that reason. Depending on where an

@@ -32,7 +32,7 @@
 //!
 //! Integer results must be exact; float `Min`/`Max` exact; float `Sum`, `Mean` and `Product`
 //! within a bound in the element type's machine epsilon. The bounds, and the argument for them,
-//! are the public [`reference`]'s, which the fuzz targets and tests check against too. The
+//! are the public [`reference`](mod@reference) module's, which the fuzz targets and tests check against too. The
 //! suite's inputs ([`ConformanceConfig::seed`]): sum and mean terms in `[-1, 1)`, product factors
 //! of magnitude `[0.5, 2)` with a random sign (no product of up to 8 ranks overflows or becomes
 //! subnormal, even in f16); integers half small (`-100..=100`, where rounding of `Mean` and

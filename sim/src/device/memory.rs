@@ -12,16 +12,12 @@ use super::kernels::{Kernel, map_in_place};
 use super::parallel;
 use super::pool::{MIN_POOLED_BYTES, Pool};
 use super::ready::Ready;
+use super::tensor::SharedTensor;
 use super::{SimPrepared, SimTensor};
 use crate::host::{ElementType, HostValues};
 use half::{bf16, f16};
 use ruccl_core::{DeviceId, ReduceOperation};
 use std::ops::Range;
-// An immutable tensor shared between a prepared input and the work that reads it. Every
-// reference-count change happens on the thread that runs the generation (the prepared value is
-// moved there before `begin`), and the elements are never written, so there is nothing here for
-// a model checker to see: std's `Arc` is used under every cfg.
-use std::sync::Arc;
 
 /// Every rank's memory, for one element type.
 #[derive(Debug)]
@@ -94,7 +90,7 @@ impl Memory {
 #[derive(Debug)]
 pub(crate) struct Rank<T> {
     /// The shared input of a large tensor (`None`: the output was copied from it whole).
-    input: Option<Arc<SimTensor>>,
+    input: Option<SharedTensor>,
     /// The output buffer: the rank's current values where `ready` says so.
     output: Vec<T>,
     /// Where the rank's current value is in `output` (elsewhere: in `input`). Grows with every

@@ -4,8 +4,17 @@ use super::pool::{self, Pool};
 use crate::host::{ElementType, HostValues};
 use ruccl_core::DeviceId;
 use std::fmt;
-// See `memory.rs`: an immutable tensor shared with the work on the generation's own thread.
-use std::sync::Arc;
+
+/// A large prepared tensor, shared between the prepared input and the work that reads it: the
+/// facade lint's one deliberate exception in the simulated device. Every reference-count change
+/// happens on the thread that runs the generation (the prepared value is moved there before
+/// `begin`), and the elements are never written, so there is nothing here for a model checker to
+/// see: std's `Arc` is used under every cfg.
+#[allow(
+    clippy::disallowed_types,
+    reason = "immutable sharing on one thread: nothing for loom or shuttle to check"
+)]
+pub(crate) type SharedTensor = std::sync::Arc<SimTensor>;
 
 /// A tensor in simulated device memory: typed elements owned by one device.
 #[derive(Clone, Debug, PartialEq)]
@@ -72,7 +81,7 @@ enum Held {
     /// A small tensor, copied by `begin`.
     Own(SimTensor),
     /// A large tensor, shared with the work.
-    Shared(Arc<SimTensor>),
+    Shared(SharedTensor),
 }
 
 impl SimPrepared {
@@ -80,7 +89,7 @@ impl SimPrepared {
     pub(crate) fn new(tensor: SimTensor, pool: Option<Pool>) -> Self {
         if pool::worth_pooling(&tensor.values) {
             Self {
-                tensor: Held::Shared(Arc::new(tensor)),
+                tensor: Held::Shared(SharedTensor::new(tensor)),
                 pool,
             }
         } else {
@@ -110,17 +119,17 @@ impl SimPrepared {
             Held::Own(tensor) => tensor,
             // The last reference unless a generation's work (or a clone) still shares it.
             Held::Shared(shared) => {
-                Arc::try_unwrap(shared).unwrap_or_else(|shared| SimTensor::clone(&shared))
+                SharedTensor::try_unwrap(shared).unwrap_or_else(|shared| SimTensor::clone(&shared))
             }
         }
     }
 
     /// A handle on the tensor for the work of a generation, if it is shared (large) rather than
     /// to be copied (small).
-    pub(crate) fn shared(&self) -> Option<Arc<SimTensor>> {
+    pub(crate) fn shared(&self) -> Option<SharedTensor> {
         match &self.tensor {
             Held::Own(_) => None,
-            Held::Shared(tensor) => Some(Arc::clone(tensor)),
+            Held::Shared(tensor) => Some(SharedTensor::clone(tensor)),
         }
     }
 }
@@ -131,7 +140,7 @@ impl Drop for SimPrepared {
             return;
         };
         if let Held::Shared(shared) = &mut self.tensor {
-            if let Some(tensor) = Arc::get_mut(shared) {
+            if let Some(tensor) = SharedTensor::get_mut(shared) {
                 let values = std::mem::replace(&mut tensor.values, HostValues::F32(Vec::new()));
                 pool.give(values);
             }
