@@ -15,12 +15,6 @@
 //! `cargo bench -p ruccl-sim --bench bandwidth`
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a benchmark fails loudly
-#![allow(
-    clippy::disallowed_types,
-    clippy::disallowed_methods,
-    reason = "the facade lint's exception: std baselines and the bench's own threads, measured, \
-              not model-checked"
-)]
 
 mod common;
 

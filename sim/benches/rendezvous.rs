@@ -6,12 +6,6 @@
 //! `cargo bench -p ruccl-sim --bench rendezvous`
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a benchmark fails loudly
-#![allow(
-    clippy::disallowed_types,
-    clippy::disallowed_methods,
-    reason = "the facade lint's exception: std baselines and the bench's own threads, measured, \
-              not model-checked"
-)]
 
 mod common;
 

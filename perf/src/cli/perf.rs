@@ -75,9 +75,10 @@ impl Printer<'_> {
     }
 }
 
-/// The rows of every sweep, and the first sweep's failure.
+/// The rows of every sweep, the device they ran on, and the first sweep's failure.
 struct Measured {
     sweeps: Vec<(SweepConfig, Vec<PerfRow>)>,
+    description: String,
     failure: Option<SweepError>,
 }
 
@@ -115,6 +116,7 @@ impl OnDevice for Sweeps<'_> {
         }
         let mut measured = Measured {
             sweeps: Vec::new(),
+            description: devices.description.clone(),
             failure: None,
         };
         for config in configs {
@@ -162,10 +164,6 @@ impl OnDevice for Sweeps<'_> {
             measured.sweeps.push((config, rows));
         }
         let mut printer = printer.into_inner();
-        if json_only && measured.failure.is_none() {
-            let document = sweeps_json(&measured.sweeps, &devices.description);
-            printer.write(&format!("{document:#}\n"));
-        }
         if let Some(error) = printer.failed.take() {
             return Err(CliError::Output(error));
         }
@@ -176,12 +174,9 @@ impl OnDevice for Sweeps<'_> {
     }
 }
 
-/// One document per sweep; an array of them when there are several.
-fn sweeps_json(sweeps: &[(SweepConfig, Vec<PerfRow>)], description: &str) -> Value {
-    let mut documents: Vec<Value> = sweeps
-        .iter()
-        .map(|(config, rows)| json::sweep_json(config, description, rows))
-        .collect();
+/// One document per sweep (the NCCL baseline's included); an array of them when there are
+/// several.
+fn one_document(mut documents: Vec<Value>) -> Value {
     if documents.len() == 1 {
         documents.remove(0)
     } else {
@@ -225,8 +220,19 @@ pub(crate) fn all_reduce_perf(
         return Err(CliError::Sweep(failure));
     }
     let mut wrong = wrong_elements(measured.sweeps.iter().flat_map(|(_, rows)| rows));
+    let mut documents: Vec<Value> = measured
+        .sweeps
+        .iter()
+        .map(|(config, rows)| json::sweep_json(config, &measured.description, rows))
+        .collect();
     if args.baseline.nccl {
-        wrong += baseline(args, out)?;
+        let (counted, baseline_documents) = baseline(args, out)?;
+        wrong += counted;
+        documents.extend(baseline_documents);
+    }
+    if args.output.json {
+        let document = one_document(documents);
+        writeln!(out, "{document:#}").map_err(CliError::Output)?;
     }
     Ok(if wrong == 0 {
         Verdict::Passed
@@ -240,11 +246,11 @@ fn wrong_elements<'a>(rows: impl Iterator<Item = &'a PerfRow>) -> u64 {
     rows.filter_map(|row| row.wrong).sum()
 }
 
-/// The NCCL baseline: the same sweeps through NCCL, one rank per GPU. Returns the wrong elements
-/// that count (NCCL's `avg` may round differently from the reference: its `#wrong` is shown, not
-/// counted).
+/// The NCCL baseline: the same sweeps through NCCL, one rank per GPU, as tables (or, with
+/// `--json`, documents to print with the others). Returns the wrong elements that count (NCCL's
+/// `avg` may round differently from the reference: its `#wrong` is shown, not counted).
 #[cfg(feature = "nccl")]
-fn baseline(args: &PerfArgs, out: &mut (dyn Write + Send)) -> Result<u64, CliError> {
+fn baseline(args: &PerfArgs, out: &mut (dyn Write + Send)) -> Result<(u64, Vec<Value>), CliError> {
     use crate::nccl::NcclBaseline;
     let print = |out: &mut (dyn Write + Send), text: &str| {
         out.write_all(text.as_bytes())
@@ -258,8 +264,10 @@ fn baseline(args: &PerfArgs, out: &mut (dyn Write + Send)) -> Result<u64, CliErr
     let baseline = match NcclBaseline::new(&ordinals) {
         Ok(baseline) => baseline,
         Err(error) => {
-            print(out, &format!("# NCCL baseline skipped: {error}\n"))?;
-            return Ok(0);
+            if !args.output.json {
+                print(out, &format!("# NCCL baseline skipped: {error}\n"))?;
+            }
+            return Ok((0, Vec::new()));
         }
     };
     let version = NcclBaseline::version().map_or_else(|e| e.to_string(), |v| v.to_string());
@@ -288,13 +296,10 @@ fn baseline(args: &PerfArgs, out: &mut (dyn Write + Send)) -> Result<u64, CliErr
         }
         documents.push(json::sweep_json(&config, &description, &rows));
     }
-    if args.output.json {
-        print(out, &format!("{:#}\n", Value::Array(documents)))?;
-    }
-    Ok(wrong)
+    Ok((wrong, documents))
 }
 
 #[cfg(not(feature = "nccl"))]
-fn baseline(_: &PerfArgs, _: &mut (dyn Write + Send)) -> Result<u64, CliError> {
-    Ok(0)
+fn baseline(_: &PerfArgs, _: &mut (dyn Write + Send)) -> Result<(u64, Vec<Value>), CliError> {
+    Ok((0, Vec::new()))
 }

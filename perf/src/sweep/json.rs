@@ -1,9 +1,9 @@
 //! The `--json` document of a sweep, for scripts: one object per element type and operation (an
-//! array of them when `-d` or `-o` names several):
+//! array of them when `-d` or `-o` names several, or `--nccl` adds the baseline's):
 //!
 //! ```json
 //! { "command": "all-reduce-perf", "device": "...", "world": 4, "type": "float", "redop": "sum",
-//!   "min_bytes": 8, "max_bytes": 134217728, "step_factor": 4, "iterations": 20, "warmup": 1,
+//!   "min_bytes": 8, "max_bytes": 134217728, "step_factor": 4, "iterations": 20, "warmup": 5,
 //!   "check": true, "link_model": { "alpha_us": 2.0, "beta_gbps": 24.0 },
 //!   "rows": [ { "bytes": 8, "count": 2, "type": "float", "redop": "sum", "time_us": 9.1,
 //!               "algbw_gbps": 0.0, "busbw_gbps": 0.0, "wrong": 0, "traffic_ratio": 1.0,
