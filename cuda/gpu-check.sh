@@ -2,7 +2,8 @@
 # gpu-check.sh — check ruccl-cuda on real GPUs, in two halves:
 #
 #   gpu-check.sh build   on a machine with Rust (no GPU needed): builds the hardware test
-#                        binaries and the perf binary (release, stripped) into cuda/.gpu-bundle/
+#                        binaries and the perf tool, ruccl-perf with its CUDA backend and NCCL
+#                        baseline (release, stripped), into cuda/.gpu-bundle/
 #   gpu-check.sh run     on the GPU machine (no Rust, no network needed): runs them from the
 #                        bundle, prints a summary, exits non-zero on any failure
 #
@@ -18,11 +19,13 @@
 #                  generations chained on the device, validation, contexts, peer access, NVRTC
 #   3. conformance the sim crate's conformance suite: logical ranks on each GPU; across GPUs if
 #                  there are several
-#   4. faults      the sim crate's fault decorator around the executor, every fault site
+#   4. faults      the sim crate's fault decorator and fault trial around the executor, every
+#                  fault site, checked against the sim crate's outcome predictor
 #   5. nvcc        (if nvcc exists) the kernel source compiled by nvcc for sm_90, and step 2's
 #                  main test re-run on that PTX
-#   6. perf        nccl-tests-style sweep (float sum, 1 KiB .. 256 MiB), a short all-types/all-ops
-#                  correctness sweep, and with >= 2 GPUs the NCCL baseline
+#   6. perf        ruccl-perf --backend cuda: nccl-tests-style sweep (float sum, 1 KiB .. 256 MiB),
+#                  a short all-types/all-ops correctness sweep, and with >= 2 GPUs the NCCL
+#                  baseline
 #
 # Environment for `run`: RUCCL_CUDA_LOGICAL_RANKS (default 8), RUCCL_CUDA_CONFORMANCE=quick,
 # RUCCL_GPU_LOG. Every hardware test runs with RUCCL_CUDA_REQUIRE_GPU=1: no GPU is a failure.
@@ -52,15 +55,15 @@ build() {
     perf_json=$(mktemp)
     (cd "$workspace" && cargo test -p ruccl-cuda --release --lib --tests --no-run \
         --message-format=json-render-diagnostics >"$tests_json")
-    (cd "$workspace" && cargo build -p ruccl-cuda --release --features nccl \
-        --bin ruccl-cuda-perf --message-format=json-render-diagnostics >"$perf_json")
+    (cd "$workspace" && cargo build -p ruccl-perf --release --features nccl \
+        --bin ruccl-perf --message-format=json-render-diagnostics >"$perf_json")
     # Pick the executables out of cargo's JSON messages: test harnesses (profile.test) named
     # after their target, and the perf binary.
     python3 - "$tests_json" "$perf_json" "$bundle/bin" <<'PY'
 import json, shutil, sys, os
 tests_json, perf_json, out = sys.argv[1:4]
 wanted = {"ruccl_cuda": "unit", "hardware": "hardware", "conformance": "conformance",
-          "fault_injection": "faults", "ruccl-cuda-perf": "ruccl-cuda-perf"}
+          "fault_injection": "faults", "ruccl-perf": "ruccl-perf"}
 found = {}
 for path in (tests_json, perf_json):
     for line in open(path):
@@ -70,12 +73,13 @@ for path in (tests_json, perf_json):
             continue
         if message.get("reason") != "compiler-artifact" or not message.get("executable"):
             continue
-        if not message.get("manifest_path", "").endswith("/cuda/Cargo.toml"):
-            continue
+        manifest = message.get("manifest_path", "")
         name = message["target"]["name"]
         is_test = message["profile"]["test"]
         key = wanted.get(name)
-        if key is None or (key == "ruccl-cuda-perf") == is_test:
+        if key is None or (key == "ruccl-perf") == is_test:
+            continue
+        if not manifest.endswith("/perf/Cargo.toml" if key == "ruccl-perf" else "/cuda/Cargo.toml"):
             continue
         found[key] = message["executable"]
 missing = sorted(set(wanted.values()) - set(found))
@@ -93,7 +97,7 @@ PY
         echo "commit:    $(git -C "$workspace" rev-parse --short HEAD 2>/dev/null || echo unknown)$(git -C "$workspace" diff --quiet 2>/dev/null || echo ' (with uncommitted changes)')"
         echo "rustc:     $(rustc --version)"
         echo "glibc:     $(ldd --version 2>/dev/null | head -n1)"
-        echo "cudarc:    0.19, cuda-13000 bindings, dynamic loading; perf built with feature nccl"
+        echo "cudarc:    0.19, cuda-13000 bindings, dynamic loading; ruccl-perf built with feature nccl"
     } >"$bundle/MANIFEST"
     echo "gpu-check build: bundle ready in $bundle ($(du -sh "$bundle" | cut -f1))"
     cat "$bundle/MANIFEST"
@@ -200,10 +204,10 @@ run() {
     else
         echo "(nvcc not found: the nvcc cross-check is skipped)"
     fi
-    step perf 240 "$bin/ruccl-cuda-perf" --require-gpu -b 1K -e 256M -f 4 -n 20 -w 5
+    step perf 240 "$bin/ruccl-perf" --backend cuda --require-gpu -b 1K -e 256M -f 4 -n 20 -w 5
     local nccl=()
     [[ $gpus -ge 2 ]] && nccl=(--nccl)
-    step perf-all-types 180 "$bin/ruccl-cuda-perf" --require-gpu -d all -o all -b 4 -e 4M -f 64 \
+    step perf-all-types 180 "$bin/ruccl-perf" --backend cuda --require-gpu -d all -o all -b 4 -e 4M -f 64 \
         -n 3 -w 1 "${nccl[@]}"
 
     echo

@@ -1,6 +1,6 @@
-//! [`HostTensors`] for the CUDA executor: how test and measurement harnesses (the sim crate's
-//! conformance suite, the perf binary) put values on a logical device and read them back. The
-//! collective path never uses this.
+//! [`HostTensors`] for the CUDA executor (feature `harness`): how test and measurement harnesses
+//! (the sim crate's conformance suite and fault trial, `ruccl-perf --backend cuda`) put values on
+//! a logical device and read them back. The collective path never uses this.
 
 use crate::buffer::DeviceBuffer;
 use crate::device::CudaCollective;

@@ -5,7 +5,10 @@
 //! run time. The verified core drives it; it only moves ranges between ring neighbours (peer
 //! copies) and combines elements locally (kernels), ordering everything with events.
 //!
+//! With the `harness` feature (host values in and out, as tests and tools do):
+//!
 //! ```no_run
+//! # #[cfg(feature = "harness")] {
 //! use ruccl_core::{DeviceId, NativeCommunicator, ReduceOperation};
 //! use ruccl_cuda::{CudaCollective, DeviceMap};
 //! use ruccl_sim::host::{HostTensors, HostValues};
@@ -23,6 +26,7 @@
 //!         });
 //!     }
 //! });
+//! # }
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
@@ -38,7 +42,7 @@
 //! | `device`     | [`CudaCollective`] and its `prepare`/`begin`/`finish`                  |
 //! | `exchange`   | one ring step: the stream/event ordering                               |
 //! | `work`       | [`CudaWork`]: a generation's buffers and events                        |
-//! | `host`       | upload/download for harnesses (`HostTensors`)                          |
+//! | `host`       | feature `harness`: upload/download for harnesses (`HostTensors`)        |
 //! | `topology`   | [`Topology`]: what was set up, for reports                             |
 //! | `error`      | [`CudaError`]                                                          |
 //!
@@ -50,12 +54,11 @@ mod config;
 mod device;
 mod error;
 mod exchange;
+#[cfg(feature = "harness")]
 pub mod host;
 pub mod kernels;
 mod lane;
 mod mapping;
-#[cfg(feature = "nccl")]
-pub mod nccl;
 mod probe;
 mod tensor;
 mod topology;

@@ -7,80 +7,26 @@
 
 mod common;
 
-use ruccl_core::{DeviceId, NativeCommunicator, ReduceOperation};
 use ruccl_cuda::{CudaCollective, CudaConfig, DeviceMap};
-use ruccl_sim::fault::{FaultPlan, FaultyDevice};
-use ruccl_sim::host::{HostTensors, HostValues};
-use std::panic::{AssertUnwindSafe, catch_unwind};
+use ruccl_sim::fault::{FaultPlan, FaultyDevice, Received, Trial, trial_sum};
 use std::time::Duration;
 
 const WORLD: usize = 3;
 const LENGTH: usize = 100_003;
 
-type Device = FaultyDevice<CudaCollective>;
-
-fn input(rank: usize, generation: u64) -> HostValues {
-    HostValues::I64(
-        (0..LENGTH)
-            .map(|index| (rank * 100 + index) as i64 + generation as i64 * 1000)
-            .collect(),
-    )
-}
-
-fn sum(generation: u64) -> HostValues {
-    HostValues::I64(
-        (0..LENGTH)
-            .map(|index| {
-                (0..WORLD)
-                    .map(|rank| (rank * 100 + index) as i64 + generation as i64 * 1000)
-                    .sum()
-            })
-            .collect(),
-    )
-}
-
-/// Three generations of sums over `plan`; `seen[generation][rank]` is the output or the error.
-fn run(cuda: &CudaCollective, plan: FaultPlan) -> Vec<Vec<Result<HostValues, String>>> {
-    let devices: Vec<DeviceId> = cuda.devices();
-    let device: Device = FaultyDevice::new(cuda.clone(), devices.clone(), plan);
-    let communicator = NativeCommunicator::new(devices.clone(), device.clone()).unwrap();
-    let per_rank: Vec<Vec<Result<HostValues, String>>> = std::thread::scope(|scope| {
-        let handles: Vec<_> = devices
-            .iter()
-            .enumerate()
-            .map(|(rank, &id)| {
-                let (device, communicator) = (&device, &communicator);
-                scope.spawn(move || {
-                    (0..3)
-                        .map(|generation| {
-                            let tensor = device.upload(id, &input(rank, generation)).unwrap();
-                            let output = communicator
-                                .all_reduce_timeout(
-                                    rank,
-                                    tensor,
-                                    ReduceOperation::Sum,
-                                    Duration::from_secs(60),
-                                )
-                                .map_err(|error| error.to_string())?;
-                            let values = device.download(&output).map_err(|e| e.to_string());
-                            // An armed output panics when dropped: contain it here.
-                            let _ = catch_unwind(AssertUnwindSafe(move || drop(output)));
-                            values
-                        })
-                        .collect()
-                })
-            })
-            .collect();
-        handles.into_iter().map(|h| h.join().unwrap()).collect()
-    });
-    (0..3)
-        .map(|generation| {
-            per_rank
-                .iter()
-                .map(|seen| seen[generation].clone())
-                .collect()
-        })
-        .collect()
+/// Three generations of sums over `plan` (the sim crate's fault trial, checked against its
+/// predictor); `seen[generation][rank]`.
+fn run(cuda: &CudaCollective, plan: FaultPlan) -> Vec<Vec<Received>> {
+    let devices = cuda.devices();
+    let device = FaultyDevice::new(cuda.clone(), devices.clone(), plan.clone());
+    let trial = Trial {
+        generations: 3,
+        length: LENGTH,
+        timeout: Duration::from_secs(60),
+    };
+    let seen = trial.run(&device, &devices).unwrap();
+    trial.check(&plan, &seen).unwrap();
+    seen
 }
 
 #[test]
@@ -125,20 +71,25 @@ fn a_fault_at_any_site_fails_one_generation_on_every_rank_and_the_next_one_is_ex
         let seen = run(&cuda, plan.parse().unwrap());
         for generation in [0, 2] {
             for (rank, output) in seen[generation].iter().enumerate() {
-                assert_eq!(
-                    output.as_ref(),
-                    Ok(&sum(generation as u64)),
-                    "`{plan}`: rank {rank}, generation {generation}"
+                let sum = trial_sum(WORLD, generation as u64, LENGTH);
+                assert!(
+                    matches!(output, Received::Output { values, .. } if *values == sum),
+                    "`{plan}`: rank {rank}, generation {generation}: {output:?}"
                 );
             }
         }
-        let first = seen[1][0].as_ref().expect_err("generation 1 must fail");
+        let Received::Error(first) = &seen[1][0] else {
+            panic!(
+                "`{plan}`: generation 1 must fail, rank 0 got {:?}",
+                seen[1][0]
+            );
+        };
         assert!(
             first.contains(expected),
             "`{plan}`: `{first}` lacks `{expected}`"
         );
         for (rank, other) in seen[1].iter().enumerate() {
-            assert_eq!(other.as_ref().err(), Some(first), "`{plan}`: rank {rank}");
+            assert_eq!(other, &seen[1][0], "`{plan}`: rank {rank}");
         }
         println!("`{plan}`: every rank got `{first}`; generations 0 and 2 exact");
     }

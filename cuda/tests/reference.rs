@@ -1,5 +1,5 @@
 //! The kernels' reference results (`common::kernel_reference`, what the hardware tests compare
-//! with bit for bit) against the sim perf harness's `#wrong` check, which `ruccl-cuda-perf` uses:
+//! with bit for bit) against the sim crate's perf check (`#wrong`), which `ruccl-perf --backend cuda` uses:
 //! a correct GPU must show `#wrong` 0 in every type and operation. No GPU needed.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests assert by unwrapping
@@ -8,7 +8,7 @@ mod common;
 
 use ruccl_core::ReduceOperation;
 use ruccl_sim::host::{ElementType, HostValues};
-use ruccl_sim::perf::pattern::{Expected, MAX_CHECKED_WORLD};
+use ruccl_sim::pattern::{Expected, MAX_CHECKED_WORLD};
 
 /// Long enough for two periods of every operation's pattern (the longest is 61 elements).
 const LEN: usize = 2 * 61;

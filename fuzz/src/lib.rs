@@ -20,7 +20,6 @@
 pub mod bytes;
 pub mod fault_spec_parse;
 pub mod harness;
-pub mod reference;
 pub mod registry_ops;
 pub mod rendezvous_script;
 pub mod ring_schedule;

@@ -14,12 +14,12 @@
 
 use crate::bytes::{Reader, Writer};
 use crate::harness::Watchdog;
-use crate::reference::{compare, expected};
 use crate::values::{RawSource, all_reduce_inputs};
 use ruccl_core::sync::thread;
 use ruccl_core::{
     DeviceId, NativeCollectiveDevice, NativeCommunicator, ReduceOperation, RingSchedule,
 };
+use ruccl_sim::conformance::reference::{compare, expected};
 use ruccl_sim::ledger::all_reduce_lower_bound;
 use ruccl_sim::{ElementType, HostTensors, HostValues, SimDevice, SimTensor};
 use std::time::Duration;
@@ -185,10 +185,10 @@ pub fn check_case(case: &RingCase) {
                 devices[rank],
                 "{case:?}: rank {rank}'s output device"
             );
-            if let Err((index, mismatch)) = compare(&reference, element_type, output.values()) {
+            if let Err(mismatch) = compare(&reference, element_type, output.values()) {
                 let column: Vec<Option<f64>> = inputs
                     .iter()
-                    .map(|input| index.and_then(|index| input.get_f64(index)))
+                    .map(|input| mismatch.first.and_then(|index| input.get_f64(index)))
                     .collect();
                 panic!(
                     "{operation} of {world} × {length} {element_type}, generation {generation}: rank {rank}: {mismatch}\nthat element's inputs, by rank: {column:?}"

@@ -1,9 +1,9 @@
 //! Element values drawn from fuzz input: the first ones given explicitly by the input, the rest
 //! from a seeded generator, each mapped into the domain its reference can check exactly or
-//! within a stated bound (see [`crate::reference`]).
+//! within a stated bound (see the sim crate's [reference](ruccl_sim::conformance::reference)).
 
-use crate::reference::{FloatDomain, float_values, integer_values};
 use ruccl_core::ReduceOperation;
+use ruccl_sim::conformance::reference::{FloatDomain, float_values, integer_values};
 use ruccl_sim::{ElementType, HostValues};
 
 /// SplitMix64: a tiny, seedable generator for the values past the explicit ones.

@@ -62,6 +62,10 @@ fn run_reported(
 
 /// The loom runner.
 #[cfg(ruccl_loom)]
+#[allow(
+    clippy::disallowed_types,
+    reason = "the execution counter lives outside the model, where the checker's types cannot"
+)]
 pub mod loom {
     use super::{Explored, Instant, run_reported, silence_injected_panics};
     use std::sync::Arc;
@@ -112,6 +116,10 @@ pub mod loom {
 /// `SHUTTLE_RANDOM_SEED` explores others; a failure prints its schedule for `shuttle::replay`
 /// (and the random scheduler its seed).
 #[cfg(ruccl_shuttle)]
+#[allow(
+    clippy::disallowed_types,
+    reason = "the execution counter lives outside the model, where the checker's types cannot"
+)]
 pub mod shuttle {
     use super::{Explored, Instant, run_reported, silence_injected_panics};
     use ::shuttle::scheduler::{PctScheduler, RandomScheduler, Scheduler};

@@ -3,17 +3,19 @@
 //! - [`lean`]: a [`SimDevice`] that records no traffic, so its ledger lock stays off the
 //!   collective path and adds no interleavings; the success scenarios run on it.
 //! - [`faulty`]: the same, wrapped in a [`FaultyDevice`] with a [`FaultPlan`].
-//! - [`HeldRing`]: a decorator that holds the first ring at `begin` until the harness releases it,
-//!   so that an abort can be made to land while the ring runs.
+//! - [`HeldRing`]: a decorator (an [`Intercept`]) that holds the first ring at `begin` until the
+//!   harness releases it, so that an abort can be made to land while the ring runs.
 //!
 //! [`ModelDevice`] is what the scenarios need on top of the executor trait: turn host values into
 //! a rank's tensor and back.
 
 use ruccl_core::sync::{Arc, Condvar, Mutex};
 use ruccl_core::{DeviceId, NativeCollectiveDevice, ReduceOperation};
-use ruccl_sim::{FaultPlan, FaultyDevice, FaultyTensor, HostTensors, HostValues, SimDevice};
+use ruccl_sim::{
+    FaultPlan, FaultyDevice, FaultyTensor, HostTensors, HostValues, Intercept, Intercepted,
+    SimDevice,
+};
 use std::fmt;
-use std::ops::Range;
 
 /// The devices of a world of `world` ranks: rank `r` on device `r`.
 pub fn devices(world: usize) -> Vec<DeviceId> {
@@ -84,56 +86,48 @@ struct Hold {
     released: bool,
 }
 
-/// The hold shared by a [`HeldRing`] and its clones.
+/// The hold shared by a [`RingHold`] and its clones.
 #[derive(Debug)]
 struct Gate {
     hold: Mutex<Hold>,
     changed: Condvar,
 }
 
-/// A device that holds the first ring at `begin` until [`HeldRing::release`]: the ring is
+/// A device that holds the first ring at `begin` until [`RingHold::release`]: the ring is
 /// running (the last arriver has released the state lock and called the device) and stays so
 /// while the harness does something — aborts, say. Every other call goes straight to `D`.
+pub type HeldRing<D> = Intercepted<D, RingHold>;
+
+/// The hold of a [`HeldRing`]: reach it with [`Intercepted::intercept`].
 ///
 /// Synchronises through [`ruccl_core::sync`], so it is visible to loom and shuttle; a core that
 /// ran the ring under the state lock would deadlock against it, which the checkers report.
-pub struct HeldRing<D> {
-    inner: D,
+#[derive(Clone)]
+pub struct RingHold {
     gate: Arc<Gate>,
 }
 
-impl<D: Clone> Clone for HeldRing<D> {
-    fn clone(&self) -> Self {
-        Self {
-            inner: self.inner.clone(),
-            gate: Arc::clone(&self.gate),
-        }
-    }
-}
-
-impl<D> fmt::Debug for HeldRing<D> {
+impl fmt::Debug for RingHold {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("HeldRing").finish_non_exhaustive()
+        f.debug_struct("RingHold").finish_non_exhaustive()
     }
 }
 
-impl<D> HeldRing<D> {
-    /// Wrap `inner`; its first `begin` will be held.
-    pub fn new(inner: D) -> Self {
-        let hold = Hold {
-            armed: true,
-            running: false,
-            released: false,
-        };
-        Self {
-            inner,
-            gate: Arc::new(Gate {
-                hold: Mutex::new(hold),
-                changed: Condvar::new(),
-            }),
-        }
-    }
+/// `inner`, whose first `begin` will be held.
+pub fn held_ring<D>(inner: D) -> HeldRing<D> {
+    let hold = Hold {
+        armed: true,
+        running: false,
+        released: false,
+    };
+    let gate = Arc::new(Gate {
+        hold: Mutex::new(hold),
+        changed: Condvar::new(),
+    });
+    Intercepted::with(inner, RingHold { gate })
+}
 
+impl RingHold {
     /// Block until the first ring is being held.
     pub fn wait_until_running(&self) {
         let mut hold = self.gate.hold.lock();
@@ -166,60 +160,21 @@ impl<D> HeldRing<D> {
     }
 }
 
-impl<D: NativeCollectiveDevice> NativeCollectiveDevice for HeldRing<D> {
-    type Tensor = D::Tensor;
-    type Prepared = D::Prepared;
-    type Work = D::Work;
-    type Error = D::Error;
-
-    fn prepare(&self, tensor: D::Tensor, device: DeviceId) -> Result<D::Prepared, D::Error> {
-        self.inner.prepare(tensor, device)
-    }
-
+impl<D: NativeCollectiveDevice> Intercept<D> for RingHold {
     fn begin(
         &self,
+        inner: &D,
         devices: &[DeviceId],
         inputs: &[D::Prepared],
         operation: ReduceOperation,
     ) -> Result<D::Work, D::Error> {
         self.hold_if_armed();
-        self.inner.begin(devices, inputs, operation)
-    }
-
-    fn elements(&self, work: &D::Work) -> usize {
-        self.inner.elements(work)
-    }
-
-    fn exchange(
-        &self,
-        work: &mut D::Work,
-        ranges: &[Range<usize>],
-        reduce: bool,
-    ) -> Result<(), D::Error> {
-        self.inner.exchange(work, ranges, reduce)
-    }
-
-    fn finish(
-        &self,
-        work: D::Work,
-        operation: ReduceOperation,
-    ) -> Result<Vec<D::Tensor>, D::Error> {
-        self.inner.finish(work, operation)
-    }
-}
-
-impl<D: HostTensors> HostTensors for HeldRing<D> {
-    fn upload(&self, device: DeviceId, values: &HostValues) -> Result<D::Tensor, D::Error> {
-        self.inner.upload(device, values)
-    }
-
-    fn download(&self, tensor: &D::Tensor) -> Result<HostValues, D::Error> {
-        self.inner.download(tensor)
+        inner.begin(devices, inputs, operation)
     }
 }
 
 impl<D: ModelDevice> ModelDevice for HeldRing<D> {
     fn defuse(&self, tensor: &mut D::Tensor) {
-        self.inner.defuse(tensor);
+        self.inner().defuse(tensor);
     }
 }

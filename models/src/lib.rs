@@ -10,7 +10,6 @@
 //! |-----------------|--------------------------------------------------------------------------|
 //! | [`properties`]  | one checker function per property of the design, named after it          |
 //! | [`scenario`]    | the scenarios, written once against [`ruccl_core::sync`], run by all three |
-//! | [`oracle`]      | what a generation must return under a [`FaultPlan`](ruccl_sim::FaultPlan) |
 //! | [`values`]      | inputs that betray their generation, and their reference reductions      |
 //! | [`device`]      | the devices the scenarios drive, and a decorator that holds the ring      |
 //! | [`quiet`]       | a panic hook that keeps contained, injected panics off the output         |
@@ -24,7 +23,6 @@ pub mod budget;
 #[cfg(any(ruccl_loom, ruccl_shuttle))]
 pub mod checkers;
 pub mod device;
-pub mod oracle;
 pub mod properties;
 pub mod quiet;
 pub mod scenario;

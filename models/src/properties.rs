@@ -13,9 +13,9 @@
 //!
 //! Property 7 (schedule) is a property of pure functions; the core's proptests check it.
 
-use crate::oracle::Prediction;
 use ruccl_core::sync::Arc;
 use ruccl_core::{NativeCollectiveDevice, NativeCollectiveError, NativeCommunicator};
+use ruccl_sim::fault::Outcome;
 
 /// What one call returned: the output's elements, or the error.
 pub type Delivered = Result<Vec<i64>, NativeCollectiveError>;
@@ -140,33 +140,32 @@ fn named_generation(error: &NativeCollectiveError) -> Option<u64> {
     }
 }
 
-/// **Failure delivery** (DESIGN.md property 3): a generation the [oracle](crate::oracle) says
-/// fails — a prepare error or panic on any rank, a `begin`/`exchange`/`finish` error or panic, a
-/// wrong output count, a panicking drop, an operation mismatch — gives *every* rank an error of the
-/// predicted shape; a generation without a fault (the one after a failure included) gives every
-/// rank its reduction. Call [`agreement`] too: it checks the errors are one and the same.
+/// **Failure delivery** (DESIGN.md property 3): a generation the sim crate's predictor
+/// ([`FaultPlan::predict`](ruccl_sim::FaultPlan::predict)) says fails — a prepare error or panic
+/// on any rank, a `begin`/`exchange`/`finish` error or panic, a wrong output count, a panicking
+/// drop, an operation mismatch — gives *every* rank exactly the predicted error; a generation
+/// without a fault (the one after a failure included) gives every rank its reduction. Call
+/// [`agreement`] too: it checks the errors are one and the same.
 pub fn failure_delivery(
     generation: usize,
     deliveries: &[&Delivered],
-    prediction: &Prediction,
+    outcome: &Outcome,
     reduction: &[i64],
 ) {
     for (rank, delivered) in deliveries.iter().enumerate() {
-        match (prediction, delivered) {
-            (Prediction::Success, Ok(values)) if values.as_slice() == reduction => {}
-            (Prediction::Failure(shape), Err(error)) if shape.matches(error) => {}
-            (Prediction::Success, _) => violated(
+        match (outcome, delivered) {
+            (Outcome::Delivered { .. }, Ok(values)) if values.as_slice() == reduction => {}
+            (Outcome::Failed(expected), Err(error)) if error == expected => {}
+            (Outcome::Delivered { .. }, _) => violated(
                 "failure delivery",
                 format_args!(
-                    "generation {generation} has no fault (or follows one) and must deliver \
-                     {reduction:?}, but rank {rank} got {delivered:?}"
+                    "generation {generation} has no fault (or follows one) and must deliver                      {reduction:?}, but rank {rank} got {delivered:?}"
                 ),
             ),
-            (Prediction::Failure(shape), _) => violated(
+            (Outcome::Failed(expected), _) => violated(
                 "failure delivery",
                 format_args!(
-                    "generation {generation} must fail on every rank with {shape}, but rank \
-                     {rank} got {delivered:?}"
+                    "generation {generation} must fail on every rank with `{expected}`, but                      rank {rank} got {delivered:?}"
                 ),
             ),
         }

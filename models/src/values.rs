@@ -3,6 +3,7 @@
 //! handed another generation's data is caught by value.
 
 use ruccl_core::ReduceOperation;
+use ruccl_sim::conformance::reference::reduce_integers;
 
 /// Element `index` of `rank`'s input in `generation`.
 pub fn element(rank: usize, generation: u64, index: usize) -> i64 {
@@ -30,27 +31,21 @@ pub fn operation(generation: u64) -> ReduceOperation {
 }
 
 /// The reduction of every rank's input of `generation` under `operation`, as the simulated
-/// device computes it on `i64`: wrapping `Sum` and `Product`, `Mean` = wrapping sum divided by the
-/// world, rounded toward zero.
+/// device computes it on `i64`: the sim crate's reference
+/// ([`reduce_integers`]: wrapping `Sum` and `Product`, `Mean` = wrapping sum divided by the
+/// world, rounded toward zero).
 pub fn reduction(
     operation: ReduceOperation,
     world: usize,
     generation: u64,
     length: usize,
 ) -> Vec<i64> {
+    let mut column = Vec::with_capacity(world);
     (0..length)
         .map(|index| {
-            let column = (0..world).map(|rank| element(rank, generation, index));
-            match operation {
-                ReduceOperation::Sum => column.fold(0, i64::wrapping_add),
-                ReduceOperation::Product => column.fold(1, i64::wrapping_mul),
-                ReduceOperation::Min => column.min().unwrap_or(0),
-                ReduceOperation::Max => column.max().unwrap_or(0),
-                ReduceOperation::Mean => {
-                    let sum = column.fold(0, i64::wrapping_add);
-                    sum / i64::try_from(world.max(1)).unwrap_or(1)
-                }
-            }
+            column.clear();
+            column.extend((0..world).map(|rank| element(rank, generation, index)));
+            reduce_integers(&column, operation, 64)
         })
         .collect()
 }

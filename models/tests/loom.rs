@@ -11,9 +11,9 @@
 use ruccl_core::sync::Backoff;
 use ruccl_models::budget::Profile;
 use ruccl_models::checkers::loom;
-use ruccl_models::oracle::every_site;
 use ruccl_models::scenario::{self, Shape};
 use ruccl_sim::FaultSpec;
+use ruccl_sim::fault::every_site;
 use ruccl_sim::fault::{FaultAction, FaultSite};
 
 fn quick() -> bool {

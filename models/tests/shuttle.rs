@@ -8,10 +8,10 @@
 
 use ruccl_models::budget::Profile;
 use ruccl_models::checkers::shuttle::{pct, random};
-use ruccl_models::oracle::every_site;
 use ruccl_models::scenario::{self, Shape};
 use ruccl_sim::FaultPlan;
 use ruccl_sim::fault::RandomPlan;
+use ruccl_sim::fault::every_site;
 use shuttle::rand::{Rng, thread_rng};
 
 /// Iterations per model: thousands in the full profile.

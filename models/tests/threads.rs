@@ -5,11 +5,11 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use ruccl_models::budget::Profile;
-use ruccl_models::oracle::every_site;
 use ruccl_models::quiet::silence_injected_panics;
 use ruccl_models::scenario::{self, Shape};
 use ruccl_sim::FaultPlan;
 use ruccl_sim::fault::RandomPlan;
+use ruccl_sim::fault::every_site;
 
 #[test]
 fn eight_ranks_through_ten_thousand_generations_with_random_faults_all_agree() {

@@ -1,31 +1,34 @@
 //! # ruccl-sim
 //!
-//! Everything that lets ruCCL be checked without a GPU:
+//! The simulation harness: everything that lets ruCCL be checked without a GPU. A library with
+//! no command line (the tools are `ruccl-perf`'s).
 //!
 //! | module            | job                                                                   |
 //! |-------------------|-----------------------------------------------------------------------|
-//! | [`host`]          | element types, host values, [`HostTensors`] (upload/download)         |
+//! | [`host`]          | host values and [`HostTensors`] (upload/download for harnesses)       |
 //! | `device`          | [`SimDevice`]: host memory as device memory, strict about the contract |
 //! | [`ledger`]        | per-link, per-rank, per-generation traffic and the lower-bound ratio  |
 //! | [`cost`]          | the α–β link model that prices a generation                           |
-//! | [`fault`]         | [`FaultyDevice`]: injects errors and panics into any device           |
-//! | [`conformance`]   | the device conformance suite, generic over any [`HostTensors`]        |
-//! | [`perf`]          | the nccl-tests-style sweep and the scenario runner, generic over devices |
-//! | [`trace`]         | [`TracingDevice`] and the Chrome trace-event export                   |
-//! | [`cli`]           | the `ruccl-sim` command line (the binary is a thin `main`)            |
+//! | [`intercept`]     | [`Intercepted`]: the one shape of a pass-through decorator            |
+//! | [`fault`]         | [`FaultyDevice`], its plans, the outcome predictor, the fault trial   |
+//! | [`conformance`]   | the device conformance suite and its public [reference](conformance::reference) |
+//! | [`pattern`]       | the perf check: inputs reduced exactly in every type, `#wrong`        |
+//! | [`trace`]         | [`TracingDevice`] and its in-memory timeline                          |
+//! | [`contain`]       | harness calls into a device, errors and panics contained              |
 //!
 //! Shared state (the ledger, the fault counters, the suite's queues) goes through
 //! [`ruccl_core::sync`], so the simulated and faulty devices run unchanged under loom
 //! (`--cfg ruccl_loom`) and shuttle (`--cfg ruccl_shuttle`).
 
-pub mod cli;
 pub mod conformance;
+pub mod contain;
 pub mod cost;
 mod device;
 pub mod fault;
 pub mod host;
+pub mod intercept;
 pub mod ledger;
-pub mod perf;
+pub mod pattern;
 mod rng;
 pub mod trace;
 
@@ -36,5 +39,6 @@ pub use device::{
 };
 pub use fault::{FaultPlan, FaultSpec, FaultyDevice, FaultyError, FaultyTensor};
 pub use host::{ElementType, HostTensors, HostValues};
+pub use intercept::{Intercept, Intercepted, InterceptedWork};
 pub use ledger::{GenerationTraffic, Ledger, StepTraffic};
 pub use trace::{Tracer, TracingDevice};

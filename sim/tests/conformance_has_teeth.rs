@@ -5,110 +5,19 @@
 
 use ruccl_core::{DeviceId, NativeCollectiveDevice, ReduceOperation};
 use ruccl_sim::conformance::{self, ConformanceConfig, ConformanceReport};
-use ruccl_sim::{HostTensors, HostValues, SimDevice, SimError, SimPrepared, SimTensor, SimWork};
+use ruccl_sim::{
+    HostValues, Intercept, Intercepted, SimDevice, SimError, SimPrepared, SimTensor, SimWork,
+};
 use std::ops::Range;
 
-/// The one rule a wrong device breaks; every method defaults to the simulated device's.
-trait Bug: Clone + Send + Sync + 'static {
-    fn begin(
-        &self,
-        inner: &SimDevice,
-        devices: &[DeviceId],
-        inputs: &[SimPrepared],
-        operation: ReduceOperation,
-    ) -> Result<SimWork, SimError> {
-        inner.begin(devices, inputs, operation)
-    }
-
-    fn exchange(
-        &self,
-        inner: &SimDevice,
-        work: &mut SimWork,
-        ranges: &[Range<usize>],
-        reduce: bool,
-    ) -> Result<(), SimError> {
-        inner.exchange(work, ranges, reduce)
-    }
-
-    fn finish(
-        &self,
-        inner: &SimDevice,
-        work: SimWork,
-        operation: ReduceOperation,
-    ) -> Result<Vec<SimTensor>, SimError> {
-        inner.finish(work, operation)
-    }
+/// A wrong device: the simulated device with one rule broken by the intercept `B`.
+fn wrong<B: Intercept<SimDevice>>(bug: B) -> Intercepted<SimDevice, B> {
+    Intercepted::with(SimDevice::builder().balanced_steps(false).build(), bug)
 }
 
-#[derive(Clone)]
-struct Wrong<B> {
-    inner: SimDevice,
-    bug: B,
-}
-
-impl<B: Bug> Wrong<B> {
-    fn new(bug: B) -> Self {
-        Self {
-            inner: SimDevice::builder().balanced_steps(false).build(),
-            bug,
-        }
-    }
-}
-
-impl<B: Bug> NativeCollectiveDevice for Wrong<B> {
-    type Tensor = SimTensor;
-    type Prepared = SimPrepared;
-    type Work = SimWork;
-    type Error = SimError;
-
-    fn prepare(&self, tensor: SimTensor, device: DeviceId) -> Result<SimPrepared, SimError> {
-        self.inner.prepare(tensor, device)
-    }
-
-    fn begin(
-        &self,
-        devices: &[DeviceId],
-        inputs: &[SimPrepared],
-        operation: ReduceOperation,
-    ) -> Result<SimWork, SimError> {
-        self.bug.begin(&self.inner, devices, inputs, operation)
-    }
-
-    fn elements(&self, work: &SimWork) -> usize {
-        self.inner.elements(work)
-    }
-
-    fn exchange(
-        &self,
-        work: &mut SimWork,
-        ranges: &[Range<usize>],
-        reduce: bool,
-    ) -> Result<(), SimError> {
-        self.bug.exchange(&self.inner, work, ranges, reduce)
-    }
-
-    fn finish(
-        &self,
-        work: SimWork,
-        operation: ReduceOperation,
-    ) -> Result<Vec<SimTensor>, SimError> {
-        self.bug.finish(&self.inner, work, operation)
-    }
-}
-
-impl<B: Bug> HostTensors for Wrong<B> {
-    fn upload(&self, device: DeviceId, values: &HostValues) -> Result<SimTensor, SimError> {
-        self.inner.upload(device, values)
-    }
-
-    fn download(&self, tensor: &SimTensor) -> Result<HostValues, SimError> {
-        self.inner.download(tensor)
-    }
-}
-
-fn check<B: Bug>(bug: B) -> ConformanceReport {
+fn check<B: Intercept<SimDevice>>(bug: B) -> ConformanceReport {
     conformance::run(
-        &Wrong::new(bug),
+        &wrong(bug),
         conformance::consecutive_devices,
         &ConformanceConfig::quick(),
     )
@@ -128,11 +37,12 @@ fn assert_fails_on(report: &ConformanceReport, check: &str) {
 #[derive(Clone)]
 struct ReadsPostWriteState;
 
-impl Bug for ReadsPostWriteState {
+impl Intercept<SimDevice> for ReadsPostWriteState {
     fn exchange(
         &self,
         inner: &SimDevice,
         work: &mut SimWork,
+        _step: usize,
         ranges: &[Range<usize>],
         reduce: bool,
     ) -> Result<(), SimError> {
@@ -166,7 +76,7 @@ fn without_mean(operation: ReduceOperation) -> ReduceOperation {
     operation.combining()
 }
 
-impl Bug for ForgetsMeanScaling {
+impl Intercept<SimDevice> for ForgetsMeanScaling {
     fn begin(
         &self,
         inner: &SimDevice,
@@ -204,7 +114,7 @@ fn a_device_that_forgets_mean_scaling_fails() {
 #[derive(Clone)]
 struct SendsToPredecessor;
 
-impl Bug for SendsToPredecessor {
+impl Intercept<SimDevice> for SendsToPredecessor {
     fn begin(
         &self,
         inner: &SimDevice,
@@ -221,6 +131,7 @@ impl Bug for SendsToPredecessor {
         &self,
         inner: &SimDevice,
         work: &mut SimWork,
+        _step: usize,
         ranges: &[Range<usize>],
         reduce: bool,
     ) -> Result<(), SimError> {
@@ -267,7 +178,7 @@ fn resized(values: &HostValues, length: usize) -> HostValues {
     }
 }
 
-impl Bug for AcceptsMismatchedLengths {
+impl Intercept<SimDevice> for AcceptsMismatchedLengths {
     fn begin(
         &self,
         inner: &SimDevice,
@@ -305,11 +216,12 @@ fn a_device_that_accepts_mismatched_lengths_fails() {
 #[derive(Clone)]
 struct PanicsOnBadRanges;
 
-impl Bug for PanicsOnBadRanges {
+impl Intercept<SimDevice> for PanicsOnBadRanges {
     fn exchange(
         &self,
         inner: &SimDevice,
         work: &mut SimWork,
+        _step: usize,
         ranges: &[Range<usize>],
         reduce: bool,
     ) -> Result<(), SimError> {
@@ -340,11 +252,12 @@ fn a_device_that_panics_on_a_bad_range_fails() {
 #[derive(Clone)]
 struct AlwaysCombines;
 
-impl Bug for AlwaysCombines {
+impl Intercept<SimDevice> for AlwaysCombines {
     fn exchange(
         &self,
         inner: &SimDevice,
         work: &mut SimWork,
+        _step: usize,
         ranges: &[Range<usize>],
         _reduce: bool,
     ) -> Result<(), SimError> {
@@ -364,11 +277,12 @@ fn a_device_that_never_overwrites_fails() {
 #[derive(Clone)]
 struct HangsInExchange;
 
-impl Bug for HangsInExchange {
+impl Intercept<SimDevice> for HangsInExchange {
     fn exchange(
         &self,
         _inner: &SimDevice,
         _work: &mut SimWork,
+        _step: usize,
         _ranges: &[Range<usize>],
         _reduce: bool,
     ) -> Result<(), SimError> {
@@ -390,7 +304,7 @@ fn a_device_that_hangs_is_reported_instead_of_hanging_the_suite() {
         ..ConformanceConfig::quick()
     };
     let report = conformance::run(
-        &Wrong::new(HangsInExchange),
+        &wrong(HangsInExchange),
         conformance::consecutive_devices,
         &config,
     );

@@ -3,102 +3,47 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests assert by unwrapping
 
-use ruccl_core::sync::{Arc, thread};
-use ruccl_core::{DeviceId, NativeCommunicator, ReduceOperation};
-use ruccl_sim::fault::{FaultPlan, FaultyDevice, FaultyTensor, RandomPlan};
-use ruccl_sim::{HostTensors, HostValues, SimDevice};
-use std::panic::{AssertUnwindSafe, catch_unwind};
+use ruccl_core::DeviceId;
+use ruccl_sim::SimDevice;
+use ruccl_sim::fault::{FaultPlan, FaultyDevice, RandomPlan, Received, Trial, trial_sum};
+use std::time::Duration;
 
 const WORLD: usize = 3;
 const LENGTH: usize = 7;
 
 type Device = FaultyDevice<SimDevice>;
 
-/// What one rank saw in one generation.
-#[derive(Clone, Debug, PartialEq)]
-enum Seen {
-    /// Its output's values, and whether dropping the output panicked.
-    Output {
-        values: HostValues,
-        drop_panicked: bool,
-    },
-    /// The error's text.
-    Error(String),
-}
-
 fn devices() -> Vec<DeviceId> {
     (0..WORLD as u32).map(DeviceId::new).collect()
 }
 
-fn input(rank: usize, generation: u64) -> HostValues {
-    HostValues::I64(
-        (0..LENGTH)
-            .map(|index| (rank * 100 + index) as i64 + generation as i64 * 1000)
-            .collect(),
-    )
-}
-
-fn sum(generation: u64) -> HostValues {
-    HostValues::I64(
-        (0..LENGTH)
-            .map(|index| {
-                (0..WORLD)
-                    .map(|rank| (rank * 100 + index) as i64 + generation as i64 * 1000)
-                    .sum()
-            })
-            .collect(),
-    )
-}
-
-/// Run `generations` all-reduces (sum) through a communicator over `plan`; `seen[g][r]`.
-fn run(plan: FaultPlan, generations: u64) -> (Vec<Vec<Seen>>, Device) {
-    let device = FaultyDevice::new(SimDevice::new(), devices(), plan);
-    let communicator = Arc::new(NativeCommunicator::new(devices(), device.clone()).unwrap());
-    let handles: Vec<_> = (0..WORLD)
-        .map(|rank| {
-            let communicator = Arc::clone(&communicator);
-            let device = device.clone();
-            thread::spawn(move || {
-                (0..generations)
-                    .map(|generation| {
-                        let tensor = device
-                            .upload(DeviceId::new(rank as u32), &input(rank, generation))
-                            .unwrap();
-                        match communicator.all_reduce(rank, tensor, ReduceOperation::Sum) {
-                            Ok(output) => seen_output(&device, output),
-                            Err(error) => Seen::Error(error.to_string()),
-                        }
-                    })
-                    .collect::<Vec<Seen>>()
-            })
-        })
-        .collect();
-    let per_rank: Vec<Vec<Seen>> = handles.into_iter().map(|h| h.join().unwrap()).collect();
-    let per_generation = (0..generations as usize)
-        .map(|generation| {
-            per_rank
-                .iter()
-                .map(|seen| seen[generation].clone())
-                .collect()
-        })
-        .collect();
-    (per_generation, device)
-}
-
-fn seen_output(device: &Device, output: FaultyTensor<ruccl_sim::SimTensor>) -> Seen {
-    let values = device.download(&output).unwrap();
-    let drop_panicked = catch_unwind(AssertUnwindSafe(move || drop(output))).is_err();
-    Seen::Output {
-        values,
-        drop_panicked,
+fn trial(generations: u64) -> Trial {
+    Trial {
+        generations,
+        length: LENGTH,
+        timeout: Duration::from_secs(60),
     }
 }
 
-fn assert_generation_succeeded(seen: &[Seen], generation: u64) {
+/// Run `generations` all-reduces (sum) through a communicator over `plan`; `seen[g][r]`. Every
+/// generation is also what the predictor says.
+fn run(plan: FaultPlan, generations: u64) -> (Vec<Vec<Received>>, Device) {
+    let device = FaultyDevice::new(SimDevice::new(), devices(), plan.clone());
+    let trial = trial(generations);
+    let seen = trial.run(&device, &devices()).unwrap();
+    trial.check(&plan, &seen).unwrap();
+    (seen, device)
+}
+
+fn sum(generation: u64) -> ruccl_sim::HostValues {
+    trial_sum(WORLD, generation, LENGTH)
+}
+
+fn assert_generation_succeeded(seen: &[Received], generation: u64) {
     for (rank, seen) in seen.iter().enumerate() {
         assert_eq!(
             seen,
-            &Seen::Output {
+            &Received::Output {
                 values: sum(generation),
                 drop_panicked: false
             },
@@ -112,7 +57,7 @@ fn assert_generation_succeeded(seen: &[Seen], generation: u64) {
 fn assert_site_fails_generation_one(plan: &str, expected: &str) {
     let (seen, device) = run(plan.parse().unwrap(), 3);
     assert_generation_succeeded(&seen[0], 0);
-    let Seen::Error(first) = &seen[1][0] else {
+    let Received::Error(first) = &seen[1][0] else {
         panic!("`{plan}`: rank 0 got {:?}", seen[1][0]);
     };
     assert!(
@@ -120,7 +65,11 @@ fn assert_site_fails_generation_one(plan: &str, expected: &str) {
         "`{plan}`: `{first}` lacks `{expected}`"
     );
     for (rank, other) in seen[1].iter().enumerate() {
-        assert_eq!(other, &Seen::Error(first.clone()), "`{plan}`: rank {rank}");
+        assert_eq!(
+            other,
+            &Received::Error(first.clone()),
+            "`{plan}`: rank {rank}"
+        );
     }
     assert_generation_succeeded(&seen[2], 2);
     assert!(!device.fired().is_empty(), "`{plan}`: nothing fired");
@@ -238,7 +187,7 @@ fn a_panicking_output_drop_hits_only_its_holder_after_delivery() {
     for (rank, seen) in seen[1].iter().enumerate() {
         assert_eq!(
             seen,
-            &Seen::Output {
+            &Received::Output {
                 values: sum(1),
                 drop_panicked: rank == 2
             },
@@ -279,16 +228,17 @@ fn seeded_random_plans_keep_agreement_and_spare_unplanned_generations() {
             }
             // Agreement: every rank errs with one text, or every rank has the right output.
             match &seen[0] {
-                Seen::Error(first) => assert!(
+                Received::Error(first) => assert!(
                     seen.iter()
-                        .all(|other| other == &Seen::Error(first.clone())),
+                        .all(|other| other == &Received::Error(first.clone())),
                     "seed {seed} `{plan}` generation {generation}: {seen:?}"
                 ),
-                Seen::Output { .. } => assert!(
+                Received::Output { .. } => assert!(
                     seen.iter().all(|other| matches!(other,
-                        Seen::Output { values, .. } if *values == sum(generation as u64))),
+                        Received::Output { values, .. } if *values == sum(generation as u64))),
                     "seed {seed} `{plan}` generation {generation}: {seen:?}"
                 ),
+                Received::Harness(message) => panic!("the harness failed: {message}"),
             }
         }
     }
@@ -307,7 +257,7 @@ fn a_failed_prepare_does_not_shift_the_generation_of_later_faults() {
     for (generation, expected) in [(1, "in prepare on rank 0"), (2, "in finish")] {
         for seen in &seen[generation] {
             assert!(
-                matches!(seen, Seen::Error(text) if text.contains(expected)),
+                matches!(seen, Received::Error(text) if text.contains(expected)),
                 "generation {generation}: {seen:?}"
             );
         }
@@ -319,4 +269,14 @@ fn a_failed_prepare_does_not_shift_the_generation_of_later_faults() {
         .map(|fired| fired.generation)
         .collect();
     assert_eq!(fired, vec![1, 2]);
+}
+
+#[test]
+fn the_predictor_names_the_error_of_every_site_to_the_letter() {
+    // `run` checks every generation against `FaultPlan::predict`: here, one fault at a time at
+    // every site the decorator has, each alone in generation 1.
+    for spec in ruccl_sim::fault::every_site(WORLD, 1) {
+        let (seen, _) = run(FaultPlan::new(vec![spec]), 3);
+        assert_generation_succeeded(&seen[2], 2);
+    }
 }

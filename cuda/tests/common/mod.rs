@@ -10,7 +10,7 @@ use half::{bf16, f16};
 use ruccl_core::{DeviceId, NativeCollectiveError, NativeCommunicator, ReduceOperation};
 use ruccl_cuda::{CudaCollective, CudaConfig, DeviceMap, probe};
 use ruccl_sim::host::{ElementType, HostTensors, HostValues};
-use ruccl_sim::perf::pattern::{self, Expected};
+use ruccl_sim::pattern::{self, Expected};
 use std::time::Duration;
 
 /// Whether a missing GPU must fail the test instead of skipping it.

@@ -9,7 +9,7 @@
 //! - **Agreement**: in every generation every rank gets `Ok` with *that generation's* reduction
 //!   (each input carries a per-generation tag), or every rank gets the same error.
 //! - **Failure delivery**: the error is exactly the one the fault plan predicts
-//!   ([`model::predict`]), and the next generation behaves as predicted (normally, unless
+//!   ([`model::predict`], the sim crate's outcome predictor), and the next generation behaves as predicted (normally, unless
 //!   another fault is planned).
 //! - **Reuse**: ranks re-enter at once, generation after generation, with stalls in between.
 //! - **Abort**: sticky and first-wins. Within a phase, every generation is delivered as predicted

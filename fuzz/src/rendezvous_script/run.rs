@@ -3,12 +3,12 @@
 use super::model::{Expect, GenerationInputs, predict};
 use super::{PhasePlan, Script};
 use crate::harness::{Watchdog, pass_injected_panics};
-use crate::reference::integer_values;
 use ruccl_core::sync::{Arc, thread};
 use ruccl_core::{
     DeviceId, NativeCollectiveError, NativeCommunicator, NativeCommunicators, ReduceOperation,
 };
-use ruccl_sim::fault::{FaultSpec, FaultyDevice};
+use ruccl_sim::conformance::reference::integer_values;
+use ruccl_sim::fault::{FaultPlan, FaultyDevice};
 use ruccl_sim::{FaultyTensor, HostTensors, HostValues, SimDevice, SimTensor};
 use std::time::{Duration, Instant};
 
@@ -44,7 +44,7 @@ pub fn run_script(script: &Script) {
     let registry = NativeCommunicators::new(device.clone());
     let mut runner = Runner {
         script,
-        plan: plan.specs(),
+        plan: &plan,
         devices,
         device,
         t: 0,
@@ -62,7 +62,7 @@ pub fn run_script(script: &Script) {
 
 struct Runner<'a> {
     script: &'a Script,
-    plan: &'a [FaultSpec],
+    plan: &'a FaultPlan,
     devices: Vec<DeviceId>,
     device: Device,
     /// The device generation of the next generation: every rank's count of calls so far.

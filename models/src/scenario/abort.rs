@@ -1,11 +1,10 @@
 //! Aborts racing the ranks.
 
-use super::{Calls, Group, Shape, Task, concurrently, rank_tasks};
-use crate::device::{HeldRing, faulty, lean};
+use super::{Calls, Group, HarnessArc, Shape, Task, concurrently, rank_tasks};
+use crate::device::{faulty, held_ring, lean};
 use crate::properties::{self, Delivered, Observed};
 use ruccl_sim::fault::{DropTarget, FaultSite};
 use ruccl_sim::{FaultPlan, FaultSpec};
-use std::sync::Arc as HarnessArc;
 
 /// `abort` racing the ranks: the ranks run `shape.generations` generations while one extra
 /// thread per entry of `reasons` aborts the communicator with that reason. Depending on where an
@@ -59,16 +58,16 @@ pub const DURING_THE_RING: &str = "aborted while the ring runs";
 /// **no hang, no poison**.
 pub fn abort_while_the_ring_runs(world: usize) {
     let shape = Shape::new(world, 1);
-    let group = Group::new(HeldRing::new(lean()), Calls::uniform(shape));
+    let group = Group::new(held_ring(lean()), Calls::uniform(shape));
     let mut tasks: Vec<Task<Option<Vec<Delivered>>>> = rank_tasks(&group)
         .into_iter()
         .map(|task| Box::new(move || Some(task())) as Task<_>)
         .collect();
     let aborter = HarnessArc::clone(&group);
     tasks.push(Box::new(move || {
-        aborter.device.wait_until_running();
+        aborter.device.intercept().wait_until_running();
         aborter.communicator.abort(DURING_THE_RING);
-        aborter.device.release();
+        aborter.device.intercept().release();
         None
     }));
     let observed = Observed {

@@ -5,7 +5,7 @@ use crate::device::faulty;
 use ruccl_sim::{FaultPlan, FaultSpec};
 
 /// One fault (`spec`, meant for generation 0), then `shape.generations - 1` clean generations:
-/// every rank of the faulty generation gets the same error of the shape the oracle predicts, and
+/// every rank of the faulty generation gets the same error that the sim crate's predictor names, and
 /// every later generation delivers its reduction.
 ///
 /// Checks **failure delivery** (with **agreement**), **reuse** and **no hang, no poison** — a
@@ -16,8 +16,8 @@ pub fn fault_then_clean(shape: Shape, spec: FaultSpec) {
 
 /// The ranks run `shape.generations` generations against a faulty device injecting `plan`
 /// (hand-written, or [`FaultPlan::random`]); with `mismatch = Some((g, r))` rank `r` also asks for
-/// another operation than the others in generation `g`. Every generation returns what the oracle
-/// predicts.
+/// another operation than the others in generation `g`. Every generation returns what the sim crate's
+/// predictor says.
 ///
 /// Checks **failure delivery**, **agreement**, **reuse** and **no hang, no poison**.
 pub fn faults_from_plan(shape: Shape, plan: FaultPlan, mismatch: Option<(usize, usize)>) {

@@ -1,13 +1,14 @@
 //! The communicator registry under concurrent use. Here the facade's `Arc` is under test: the
 //! registry hands it out.
 
-use super::{Calls, Group, Handle, Shape, Task, check_against_plan, concurrently, run_ranks};
+use super::{
+    Calls, Group, Handle, HarnessArc, Shape, Task, check_against_plan, concurrently, run_ranks,
+};
 use crate::device::{devices, lean};
 use crate::properties;
 use ruccl_core::sync::Arc;
 use ruccl_core::{NativeCommunicator, NativeCommunicators};
 use ruccl_sim::{FaultPlan, SimDevice};
-use std::sync::Arc as HarnessArc;
 
 type Communicator = Arc<NativeCommunicator<SimDevice>>;
 

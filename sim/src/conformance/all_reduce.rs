@@ -11,9 +11,10 @@
 //! the hang, aborts the communicator and leaves the stuck threads behind.
 
 use super::ConformanceConfig;
-use super::driver::{call, contained, release};
-use super::reference::{self, Case, Expected};
+use super::inputs::{self, Case};
+use super::reference::{self, Expected};
 use super::report::{ConformanceFailure, ConformanceReport};
+use crate::contain::{call, contained, release};
 use crate::host::{ElementType, HostTensors, HostValues};
 use ruccl_core::sync::{self, Arc, Condvar, Deadline, Mutex};
 use ruccl_core::{DeviceId, NativeCommunicator, ReduceOperation};
@@ -237,13 +238,15 @@ fn run_world<D: HostTensors>(
                 received[index] += 1;
                 let entry = pending.entry(index).or_insert_with(|| {
                     let inputs: Vec<HostValues> = (0..world)
-                        .map(|rank| reference::input(config.seed, world, index, case, rank))
+                        .map(|rank| inputs::input(config.seed, world, index, case, rank))
                         .collect();
-                    (reference::expected(case, &inputs), 0)
+                    (reference::expected(case.operation, &inputs), 0)
                 });
                 entry.1 += 1;
-                let verdict = outcome
-                    .and_then(|values| reference::compare(&entry.0, case.element_type, &values));
+                let verdict = outcome.and_then(|values| {
+                    reference::compare(&entry.0, case.element_type, &values)
+                        .map_err(|mismatch| mismatch.to_string())
+                });
                 if entry.1 == world {
                     pending.remove(&index);
                 }
@@ -305,7 +308,7 @@ fn run_world<D: HostTensors>(
 fn rank_thread<D: HostTensors>(world: &World<D>, rank: usize) {
     let size = world.devices.len();
     for (index, &case) in world.cases.iter().enumerate() {
-        let values = reference::input(world.seed, size, index, case, rank);
+        let values = inputs::input(world.seed, size, index, case, rank);
         let outcome = one_all_reduce(world, rank, &values, case.operation);
         let stop = outcome.is_err() && world.communicator.is_aborted();
         world.inbox.post(Message::Output {

@@ -6,8 +6,9 @@
 //! the schedule check exactly: these results are compared for equality.
 
 use super::ConformanceConfig;
-use super::driver::{Driver, call, refuses, release};
+use super::driver::{Driver, refuses};
 use super::report::{ConformanceFailure, ConformanceReport};
+use crate::contain::{call, release};
 use crate::host::{ElementType, HostTensors, HostValues};
 use half::{bf16, f16};
 use ruccl_core::{DeviceId, ReduceOperation, RingSchedule, balanced_ranges};

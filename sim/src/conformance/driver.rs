@@ -1,32 +1,10 @@
-//! Calls into the device under test, each contained: an error becomes its message, a panic (in
-//! the call, in rendering the error, or in dropping a device value) becomes a description of the
-//! panic. Nothing a device does can unwind into the suite.
+//! Drives the device under test through the executor trait, one contained call at a time
+//! ([`crate::contain`]): nothing a device does can unwind into the suite.
 
+use crate::contain::{call, contained, release};
 use crate::host::{HostTensors, HostValues};
 use ruccl_core::{DeviceId, ReduceOperation};
-use std::any::Any;
 use std::ops::Range;
-use std::panic::{AssertUnwindSafe, catch_unwind};
-
-/// Run device code; a panic becomes `Err("... panicked: message")`.
-pub(crate) fn contained<T>(what: &str, call: impl FnOnce() -> T) -> Result<T, String> {
-    catch_unwind(AssertUnwindSafe(call))
-        .map_err(|payload| format!("{what} panicked: {}", panic_message(payload)))
-}
-
-/// Run a fallible device call; its error or panic becomes a message naming `what`.
-pub(crate) fn call<T, E: std::error::Error>(
-    what: &str,
-    call: impl FnOnce() -> Result<T, E>,
-) -> Result<T, String> {
-    contained(what, || call().map_err(|error| error.to_string()))?
-        .map_err(|message| format!("{what} failed: {message}"))
-}
-
-/// Drop a device value; a panicking `Drop` becomes a message.
-pub(crate) fn release<T>(what: &str, value: T) -> Result<(), String> {
-    contained(what, move || drop(value))
-}
 
 /// Expect `call` to be refused with an error: `Ok` and panics are failures.
 pub(crate) fn refuses<T, E: std::error::Error>(
@@ -40,19 +18,6 @@ pub(crate) fn refuses<T, E: std::error::Error>(
             Err(format!("{what} returned Ok; it must return an error"))
         }
     }
-}
-
-fn panic_message(payload: Box<dyn Any + Send>) -> String {
-    let message = if let Some(text) = payload.downcast_ref::<&str>() {
-        (*text).to_owned()
-    } else if let Some(text) = payload.downcast_ref::<String>() {
-        text.clone()
-    } else {
-        "a non-string payload".to_owned()
-    };
-    // The payload is device data too.
-    let _ = catch_unwind(AssertUnwindSafe(move || drop(payload)));
-    message
 }
 
 /// Drives a device directly through the executor trait, one contained call at a time.

@@ -64,3 +64,19 @@ pub(super) fn attributed(rank: Option<usize>) -> String {
     rank.map(|rank| format!(" on rank {rank}"))
         .unwrap_or_default()
 }
+
+/// The message of an injected panic at `point`, attributed to `rank`.
+pub(super) fn injected_panic(point: FaultPoint, rank: Option<usize>, generation: u64) -> String {
+    format!(
+        "injected panic in {point}{} in generation {generation}",
+        attributed(rank)
+    )
+}
+
+/// The message of an armed value's panic in `Drop`; `what` names the value.
+pub(super) fn drop_panic(what: &str, rank: Option<usize>, generation: u64) -> String {
+    format!(
+        "injected panic in drop of {what}{} in generation {generation}",
+        attributed(rank)
+    )
+}

@@ -10,6 +10,8 @@
 //! | `error.rs`   | [`FaultyError`], [`FaultPoint`]                      |
 //! | `plan.rs`    | [`FaultSpec`], [`FaultPlan`], seeded random plans    |
 //! | `parse.rs`   | the text form of specs and plans                     |
+//! | `predict.rs` | [`FaultPlan::predict`]: the one outcome predictor    |
+//! | `trial.rs`   | [`Trial`]: the fault tests' shared harness           |
 //!
 //! ## Generations
 //!
@@ -22,15 +24,19 @@
 mod error;
 mod parse;
 mod plan;
+mod predict;
+mod trial;
 mod values;
 
 pub use error::{FaultPoint, FaultyError};
 pub use parse::{ParseFaultError, ParsePlanError};
 pub use plan::{DropTarget, FaultAction, FaultPlan, FaultSite, FaultSpec, RandomPlan};
+pub use predict::{GenerationCalls, Outcome, every_site};
+pub use trial::{Received, Trial, trial_input, trial_sum};
 pub use values::{FaultyPrepared, FaultyTensor, FaultyWork};
 
 use crate::host::{ElementType, HostTensors, HostValues};
-use error::attributed;
+use error::{drop_panic, injected_panic};
 use ruccl_core::sync::{Arc, Mutex};
 use ruccl_core::{DeviceId, NativeCollectiveDevice, ReduceOperation};
 use std::cell::Cell;
@@ -128,21 +134,6 @@ impl<D: NativeCollectiveDevice> FaultyDevice<D> {
         self.shared.tally.lock().fired.clone()
     }
 
-    /// The first spec at a site accepted by `select` that applies to `rank` in `generation`.
-    fn find(
-        &self,
-        rank: Option<usize>,
-        generation: u64,
-        select: impl Fn(&FaultSite) -> bool,
-    ) -> Option<FaultSpec> {
-        self.shared
-            .plan
-            .specs()
-            .iter()
-            .find(|spec| select(&spec.site) && spec.applies(rank, generation))
-            .copied()
-    }
-
     fn log(&self, spec: FaultSpec, rank: Option<usize>, generation: u64) {
         let rank = if spec.site.is_per_rank() {
             rank
@@ -163,24 +154,15 @@ impl<D: NativeCollectiveDevice> FaultyDevice<D> {
         rank: Option<usize>,
         generation: u64,
     ) -> Result<(), FaultyError<D::Error>> {
-        let spec = self.find(rank, generation, |site| match (site, point) {
-            (FaultSite::Prepare(_), FaultPoint::Prepare)
-            | (FaultSite::Begin(_), FaultPoint::Begin)
-            | (FaultSite::Finish(_), FaultPoint::Finish) => true,
-            (FaultSite::Exchange { step, .. }, FaultPoint::Exchange { step: actual }) => {
-                step.is_none_or(|step| step == actual)
-            }
-            _ => false,
-        });
+        let spec = self
+            .shared
+            .plan
+            .first(rank, generation, |site| site.strikes(point));
         let Some(spec) = spec else {
             return Ok(());
         };
-        let action = match spec.site {
-            FaultSite::Prepare(action)
-            | FaultSite::Begin(action)
-            | FaultSite::Finish(action)
-            | FaultSite::Exchange { action, .. } => action,
-            FaultSite::Outputs { .. } | FaultSite::Drop(_) => return Ok(()),
+        let Some(action) = spec.site.action() else {
+            return Ok(());
         };
         self.log(spec, rank, generation);
         let rank = if spec.site.is_per_rank() {
@@ -194,26 +176,18 @@ impl<D: NativeCollectiveDevice> FaultyDevice<D> {
                 rank,
                 generation,
             }),
-            FaultAction::Panic => panic!(
-                "injected panic in {point}{} in generation {generation}",
-                attributed(rank)
-            ),
+            FaultAction::Panic => panic!("{}", injected_panic(point, rank, generation)),
         }
     }
 
     /// The panic message for a value to be dropped, if a drop fault targets it.
     fn arm(&self, target: DropTarget, rank: Option<usize>, generation: u64) -> Option<String> {
-        let spec = self.find(rank, generation, |site| *site == FaultSite::Drop(target))?;
+        let spec = self
+            .shared
+            .plan
+            .first(rank, generation, |site| *site == FaultSite::Drop(target))?;
         self.log(spec, rank, generation);
-        let what = match target {
-            DropTarget::Prepared => "a prepared input",
-            DropTarget::Work => "the work",
-            DropTarget::Output => "an output",
-        };
-        Some(format!(
-            "injected panic in drop of {what}{} in generation {generation}",
-            attributed(rank)
-        ))
+        Some(drop_panic(target.victim(), rank, generation))
     }
 }
 
@@ -323,7 +297,7 @@ impl<D: NativeCollectiveDevice> NativeCollectiveDevice for FaultyDevice<D> {
         // An armed work panics here: a device that drops its work inside `finish`.
         drop(work);
         let mut outputs: Vec<Self::Tensor> = outputs.into_iter().map(FaultyTensor::new).collect();
-        if let Some(spec) = self.find(None, generation, |site| {
+        if let Some(spec) = self.shared.plan.first(None, generation, |site| {
             matches!(site, FaultSite::Outputs { .. })
         }) {
             if let FaultSite::Outputs { count } = spec.site {

@@ -1,6 +1,7 @@
 //! What a [`FaultyDevice`](super::FaultyDevice) injects, and when: fault specifications and
 //! plans (a list of them, written by hand or drawn from a seed).
 
+use super::FaultPoint;
 use crate::rng::SplitMix64;
 use std::fmt;
 
@@ -33,6 +34,17 @@ pub enum DropTarget {
     /// A rank's output tensor, wherever it is dropped: by the communicator if it is never
     /// delivered, otherwise by the caller who received it.
     Output,
+}
+
+impl DropTarget {
+    /// The value as an injected panic names it: `a prepared input`, `the work`, `an output`.
+    pub fn victim(self) -> &'static str {
+        match self {
+            DropTarget::Prepared => "a prepared input",
+            DropTarget::Work => "the work",
+            DropTarget::Output => "an output",
+        }
+    }
 }
 
 impl fmt::Display for DropTarget {
@@ -82,6 +94,31 @@ impl FaultSite {
             FaultSite::Finish(_) => "finish",
             FaultSite::Outputs { .. } => "outputs",
             FaultSite::Drop(_) => "drop",
+        }
+    }
+
+    /// The error-or-panic action of a site that has one (`prepare`, `begin`, `exchange`,
+    /// `finish`).
+    pub fn action(&self) -> Option<FaultAction> {
+        match *self {
+            FaultSite::Prepare(action)
+            | FaultSite::Begin(action)
+            | FaultSite::Finish(action)
+            | FaultSite::Exchange { action, .. } => Some(action),
+            FaultSite::Outputs { .. } | FaultSite::Drop(_) => None,
+        }
+    }
+
+    /// Whether an error-or-panic fault at this site strikes the call at `point`.
+    pub fn strikes(&self, point: FaultPoint) -> bool {
+        match (*self, point) {
+            (FaultSite::Prepare(_), FaultPoint::Prepare)
+            | (FaultSite::Begin(_), FaultPoint::Begin)
+            | (FaultSite::Finish(_), FaultPoint::Finish) => true,
+            (FaultSite::Exchange { step, .. }, FaultPoint::Exchange { step: actual }) => {
+                step.is_none_or(|step| step == actual)
+            }
+            _ => false,
         }
     }
 
@@ -147,8 +184,10 @@ impl FaultSpec {
         self
     }
 
-    /// Whether the fault applies to a call of `rank` (for per-rank sites) in `generation`.
-    pub(crate) fn applies(&self, rank: Option<usize>, generation: u64) -> bool {
+    /// Whether the fault applies to a call of `rank` in `generation`: the generation matches,
+    /// and for a [per-rank](FaultSite::is_per_rank) site the rank does too (elsewhere the rank
+    /// only names who the failure is attributed to).
+    pub fn applies(&self, rank: Option<usize>, generation: u64) -> bool {
         let rank_matches = !self.site.is_per_rank() || self.rank.is_none() || self.rank == rank;
         rank_matches && self.generation.is_none_or(|wanted| wanted == generation)
     }
@@ -199,6 +238,22 @@ impl FaultPlan {
     /// Whether the plan injects nothing.
     pub fn is_empty(&self) -> bool {
         self.specs.is_empty()
+    }
+
+    /// The spec that fires at a call of `rank` (`None`: a call that serves every rank) in
+    /// `generation`, among those at a site `select` accepts: the first in the plan that
+    /// [applies](FaultSpec::applies). The decorator and the [predictor](Self::predict) both
+    /// decide through this.
+    pub fn first(
+        &self,
+        rank: Option<usize>,
+        generation: u64,
+        select: impl Fn(&FaultSite) -> bool,
+    ) -> Option<FaultSpec> {
+        self.specs
+            .iter()
+            .find(|spec| select(&spec.site) && spec.applies(rank, generation))
+            .copied()
     }
 
     /// A plan drawn from `shape.seed`: every fault has a concrete site, action, rank and

@@ -1,7 +1,7 @@
 //! [`TracingDevice`]: a decorator that times every call of any [`NativeCollectiveDevice`].
 
 use super::tracer::{SpanKind, Tracer};
-use crate::host::{ElementType, HostTensors, HostValues};
+use crate::intercept::{Intercept, Intercepted};
 use ruccl_core::{DeviceId, NativeCollectiveDevice, ReduceOperation};
 use std::ops::Range;
 
@@ -9,9 +9,14 @@ use std::ops::Range;
 /// `begin`, `exchange` and `finish` in its [`Tracer`], on the track of the rank whose thread made
 /// the call. `prepare` binds its thread to the rank of its device, so the ring's calls land on the
 /// track of the rank that runs it (the last to arrive). Values and errors are `D`'s own.
+pub type TracingDevice<D> = Intercepted<D, Tracing>;
+
+/// The work of a [`TracingDevice`].
+pub type TracedWork<W> = crate::intercept::InterceptedWork<W>;
+
+/// The [`Intercept`] of a [`TracingDevice`]: the ranks' devices and the log.
 #[derive(Clone, Debug)]
-pub struct TracingDevice<D> {
-    inner: D,
+pub struct Tracing {
     devices: Vec<DeviceId>,
     tracer: Tracer,
 }
@@ -20,123 +25,79 @@ impl<D> TracingDevice<D> {
     /// Wrap `inner`, which serves ranks on `devices` (rank `r` on `devices[r]`), logging to
     /// `tracer`.
     pub fn new(inner: D, devices: Vec<DeviceId>, tracer: Tracer) -> Self {
-        Self {
-            inner,
-            devices,
-            tracer,
-        }
-    }
-
-    /// The wrapped device.
-    pub fn inner(&self) -> &D {
-        &self.inner
+        Intercepted::with(inner, Tracing { devices, tracer })
     }
 
     /// The log.
     pub fn tracer(&self) -> &Tracer {
-        &self.tracer
+        &self.intercept().tracer
     }
 }
 
-/// The work of a [`TracingDevice`]: `D`'s, and the number of the next step.
-#[derive(Debug)]
-pub struct TracedWork<W> {
-    inner: W,
-    next_step: usize,
-}
-
-impl<W> TracedWork<W> {
-    /// The wrapped device's work.
-    pub fn inner(&self) -> &W {
-        &self.inner
-    }
-}
-
-impl<D: NativeCollectiveDevice> NativeCollectiveDevice for TracingDevice<D> {
-    type Tensor = D::Tensor;
-    type Prepared = D::Prepared;
-    type Work = TracedWork<D::Work>;
-    type Error = D::Error;
-
-    fn prepare(&self, tensor: D::Tensor, device: DeviceId) -> Result<D::Prepared, D::Error> {
+impl<D: NativeCollectiveDevice> Intercept<D> for Tracing {
+    fn prepare(
+        &self,
+        inner: &D,
+        tensor: D::Tensor,
+        device: DeviceId,
+    ) -> Result<D::Prepared, D::Error> {
         if let Some(rank) = self.devices.iter().position(|&known| known == device) {
             self.tracer.bind_current_thread(rank);
         }
         let span = self.tracer.start(SpanKind::Prepare);
-        let prepared = self.inner.prepare(tensor, device);
+        let prepared = inner.prepare(tensor, device);
         span.finish(prepared.is_ok());
         prepared
     }
 
     fn begin(
         &self,
+        inner: &D,
         devices: &[DeviceId],
         inputs: &[D::Prepared],
         operation: ReduceOperation,
-    ) -> Result<Self::Work, D::Error> {
+    ) -> Result<D::Work, D::Error> {
         let world = devices.len();
         let span = self.tracer.start(SpanKind::Begin { world, elements: 0 });
-        match self.inner.begin(devices, inputs, operation) {
-            Ok(inner) => {
-                let elements = self.inner.elements(&inner);
+        let work = inner.begin(devices, inputs, operation);
+        match &work {
+            Ok(work) => {
+                let elements = inner.elements(work);
                 span.finish_as(SpanKind::Begin { world, elements }, true);
-                Ok(TracedWork {
-                    inner,
-                    next_step: 0,
-                })
             }
-            Err(error) => {
-                span.finish(false);
-                Err(error)
-            }
+            Err(_) => span.finish(false),
         }
-    }
-
-    fn elements(&self, work: &Self::Work) -> usize {
-        self.inner.elements(&work.inner)
+        work
     }
 
     fn exchange(
         &self,
-        work: &mut Self::Work,
+        inner: &D,
+        work: &mut D::Work,
+        step: usize,
         ranges: &[Range<usize>],
         reduce: bool,
     ) -> Result<(), D::Error> {
-        let step = work.next_step;
-        work.next_step += 1;
         let span = self.tracer.start(SpanKind::Exchange {
             step,
             reduce,
             elements: ranges.iter().map(Range::len).sum(),
             busiest: ranges.iter().map(Range::len).max().unwrap_or(0),
         });
-        let outcome = self.inner.exchange(&mut work.inner, ranges, reduce);
+        let outcome = inner.exchange(work, ranges, reduce);
         span.finish(outcome.is_ok());
         outcome
     }
 
     fn finish(
         &self,
-        work: Self::Work,
+        inner: &D,
+        work: D::Work,
         operation: ReduceOperation,
     ) -> Result<Vec<D::Tensor>, D::Error> {
         let span = self.tracer.start(SpanKind::Finish);
-        let outputs = self.inner.finish(work.inner, operation);
+        let outputs = inner.finish(work, operation);
         span.finish(outputs.is_ok());
         outputs
-    }
-}
-
-impl<D: HostTensors> HostTensors for TracingDevice<D> {
-    fn upload(&self, device: DeviceId, values: &HostValues) -> Result<D::Tensor, D::Error> {
-        self.inner.upload(device, values)
-    }
-
-    fn download(&self, tensor: &D::Tensor) -> Result<HostValues, D::Error> {
-        self.inner.download(tensor)
-    }
-
-    fn supports(&self, element_type: ElementType, operation: ReduceOperation) -> bool {
-        self.inner.supports(element_type, operation)
     }
 }

@@ -60,8 +60,8 @@ impl SpanKind {
     }
 }
 
-/// The ring phase a step with this `reduce` flag belongs to.
-pub(crate) fn phase_name(reduce: bool) -> &'static str {
+/// The ring phase a step with this `reduce` flag belongs to: `reduce-scatter` or `all-gather`.
+pub fn phase_name(reduce: bool) -> &'static str {
     if reduce {
         "reduce-scatter"
     } else {

@@ -2,7 +2,7 @@
 //! [`NativeCommunicator`] with one persistent thread per rank, on any device that can upload and
 //! download host values.
 //!
-//! Per size, every rank uploads its [`pattern::input`]; then, with the check on, one all-reduce
+//! Per size, every rank uploads its [`pattern::input`](ruccl_sim::pattern::input); then, with the check on, one all-reduce
 //! whose outputs are downloaded and compared with the reference (`#wrong`, summed over ranks);
 //! then `warmup` untimed and `iterations` timed all-reduces, each feeding its output back as the
 //! next input, so nothing but the collective runs in the loop (no host copy: on a GPU the loop
@@ -12,17 +12,14 @@
 //! so the harness's own barriers stay out of the figure.
 
 use super::gate::{Broken, Gate};
-use super::pattern::{self, Expected};
 use super::row::PerfRow;
-use crate::cost::LinkModel;
-use crate::host::{ElementType, HostTensors};
-use crate::ledger::Ledger;
-use crate::trace::Tracer;
 use ruccl_core::sync::Mutex;
 use ruccl_core::{
-    DeviceId, NativeCollectiveError, NativeCommunicator, ReduceOperation, RingSchedule,
+    DeviceId, ElementType, NativeCollectiveError, NativeCommunicator, ReduceOperation, RingSchedule,
 };
-use std::panic::{AssertUnwindSafe, catch_unwind};
+use ruccl_sim::contain::{call, release};
+use ruccl_sim::pattern::{self, Expected};
+use ruccl_sim::{HostTensors, Ledger, LinkModel, Tracer};
 use std::time::{Duration, Instant};
 
 /// What to sweep.
@@ -54,7 +51,7 @@ pub struct SweepConfig {
 
 impl Default for SweepConfig {
     /// The default sweep: 8 B to 128 MiB by factors of 4 over 4 ranks, f32 sum, 20 timed
-    /// iterations after 1 warm-up one (nccl-tests' defaults), checked.
+    /// iterations after 5 warm-up ones (nccl-tests' counts), checked.
     fn default() -> Self {
         Self {
             min_bytes: 8,
@@ -64,7 +61,7 @@ impl Default for SweepConfig {
             element_type: ElementType::F32,
             operation: ReduceOperation::Sum,
             iterations: 20,
-            warmup: 1,
+            warmup: 5,
             check: true,
             timeout: Duration::from_secs(120),
             link_model: default_link_model(),
@@ -144,7 +141,7 @@ pub struct Instruments {
     /// the schedule is priced and no ratio is reported.
     pub ledger: Option<Ledger>,
     /// A log to record every rank's `all_reduce` calls in (with a
-    /// [`TracingDevice`](crate::trace::TracingDevice) around the device, for a full trace).
+    /// [`TracingDevice`](ruccl_sim::TracingDevice) around the device, for a full trace).
     pub tracer: Option<Tracer>,
 }
 
@@ -182,16 +179,15 @@ pub enum SweepError {
         /// The error every rank received.
         error: NativeCollectiveError,
     },
-    /// A rank's upload, download or drop of a tensor failed.
-    #[error("rank {rank}: {what} of {bytes} bytes failed: {message}")]
+    /// A rank's upload, download or drop of a tensor failed, or a rank stopped waiting because
+    /// another one failed.
+    #[error("rank {rank}, {bytes} bytes per rank: {message}")]
     Host {
         /// The rank.
         rank: usize,
-        /// `upload`, `download` or `drop`.
-        what: &'static str,
         /// Bytes per rank.
         bytes: usize,
-        /// The device's error or panic message.
+        /// What failed: the device's error or panic message, naming the call.
         message: String,
     },
     /// A rank thread of the harness panicked.
@@ -313,27 +309,20 @@ impl<D: HostTensors> Shared<'_, D> {
     ) -> Result<Option<PerfRow>, SweepError> {
         let config = self.config;
         let count = bytes / config.element_type.size();
-        let host = |what, message: String| SweepError::Host {
+        let host = |message: String| SweepError::Host {
             rank,
-            what,
             bytes,
             message,
         };
-        let broken = |Broken| SweepError::Host {
-            rank,
-            what: "wait",
-            bytes,
-            message: "another rank failed".to_owned(),
-        };
+        let broken = |Broken| host("stopped waiting: another rank failed".to_owned());
         let values = pattern::input(config.element_type, config.operation, rank, count);
-        let mut tensor = contained(|| self.device.upload(self.devices[rank], &values))
-            .map_err(|message| host("upload", message))?;
+        let mut tensor =
+            call("upload", || self.device.upload(self.devices[rank], &values)).map_err(host)?;
         drop(values);
         self.gate.wait().map_err(broken)?;
         if config.check {
             tensor = self.all_reduce(rank, tensor, bytes, generation)?;
-            let output = contained(|| self.device.download(&tensor))
-                .map_err(|message| host("download", message))?;
+            let output = call("download", || self.device.download(&tensor)).map_err(host)?;
             let wrong = self.expected.count_wrong(&output, count);
             self.wrong.lock()[index] += wrong;
         }
@@ -350,7 +339,7 @@ impl<D: HostTensors> Shared<'_, D> {
             tensor = self.all_reduce(rank, tensor, bytes, generation)?;
         }
         let elapsed = start.elapsed();
-        release(tensor).map_err(|message| host("drop", message))?;
+        release("drop of the tensor", tensor).map_err(host)?;
         // Every rank's check and every generation of this size are done past this point.
         self.gate.wait().map_err(broken)?;
         if rank != 0 {
@@ -401,33 +390,4 @@ impl<D: HostTensors> Shared<'_, D> {
         *generation += 1;
         outcome.map_err(|error| SweepError::Collective { bytes, error })
     }
-}
-
-/// Run device code on the host side of the harness; an error or a panic becomes its message.
-pub(crate) fn contained<T, E: std::fmt::Display>(
-    call: impl FnOnce() -> Result<T, E>,
-) -> Result<T, String> {
-    match catch_unwind(AssertUnwindSafe(|| {
-        call().map_err(|error| error.to_string())
-    })) {
-        Ok(outcome) => outcome,
-        Err(payload) => Err(panic_message(payload.as_ref())),
-    }
-}
-
-/// Drop a device value; a panicking `Drop` becomes its message.
-pub(crate) fn release<T>(value: T) -> Result<(), String> {
-    catch_unwind(AssertUnwindSafe(move || drop(value)))
-        .map_err(|payload| panic_message(payload.as_ref()))
-}
-
-fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
-    let text = if let Some(text) = payload.downcast_ref::<&str>() {
-        (*text).to_owned()
-    } else if let Some(text) = payload.downcast_ref::<String>() {
-        text.clone()
-    } else {
-        "a panic with a non-string payload".to_owned()
-    };
-    format!("panicked: {text}")
 }

@@ -1,6 +1,6 @@
 //! A one-line progress indicator on stderr, drawn only when stderr is a terminal.
 
-use crate::perf::format_size;
+use crate::sweep::format_size;
 use std::io::Write as _;
 use std::time::Instant;
 

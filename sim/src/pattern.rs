@@ -1,4 +1,5 @@
-//! Inputs whose all-reduce every element type computes exactly, and the check against them.
+//! The perf check: inputs whose all-reduce every element type computes exactly, and a streaming
+//! count of the elements that differ (`#wrong` in the perf tool's table).
 //!
 //! Every input element is a small integer, chosen per operation so that every partial result of
 //! the ring, in whatever order a device combines, is an integer that even bf16 represents
@@ -9,8 +10,11 @@
 //! by a rounded `1/W`.
 //!
 //! The pattern is periodic in the index, so the reference is one period long and generating or
-//! checking hundreds of megabytes stays a streaming pass.
+//! checking hundreds of megabytes stays a streaming pass. It is the
+//! [conformance reference](crate::conformance::reference) specialised to these inputs: exact
+//! where that one allows rounding (these results have none), and one period long.
 
+use crate::conformance::reference::{epsilon, reduce_integers};
 use crate::host::{ElementType, HostValues};
 use half::{bf16, f16};
 use ruccl_core::ReduceOperation;
@@ -50,13 +54,13 @@ pub fn input_integer(operation: ReduceOperation, rank: usize, index: usize) -> i
 
 /// The exact reduction at `index` over `world` ranks, as a real number (`Mean` not rounded).
 fn reduced(operation: ReduceOperation, world: usize, index: usize) -> f64 {
-    let inputs = (0..world).map(|rank| input_integer(operation, rank, index));
+    let column: Vec<i64> = (0..world)
+        .map(|rank| input_integer(operation, rank, index))
+        .collect();
     match operation {
-        ReduceOperation::Sum => inputs.sum::<i64>() as f64,
-        ReduceOperation::Mean => inputs.sum::<i64>() as f64 / world.max(1) as f64,
-        ReduceOperation::Product => inputs.product::<i64>() as f64,
-        ReduceOperation::Min => inputs.min().unwrap_or(0) as f64,
-        ReduceOperation::Max => inputs.max().unwrap_or(0) as f64,
+        ReduceOperation::Mean => column.iter().sum::<i64>() as f64 / world.max(1) as f64,
+        // Far from wrapping: |sums| ≤ 4·W, |products| ≤ 2.
+        _ => reduce_integers(&column, operation, 64) as f64,
     }
 }
 
@@ -70,6 +74,7 @@ pub fn input(
     let one_period: Vec<i64> = (0..period(operation))
         .map(|index| input_integer(operation, rank, index))
         .collect();
+    // Streamed into the element type: a sweep's largest input is hundreds of megabytes.
     let repeated = one_period.iter().copied().cycle().take(length);
     match element_type {
         ElementType::F32 => HostValues::F32(repeated.map(|value| value as f32).collect()),
@@ -118,13 +123,7 @@ impl Expected {
         if self.operation != ReduceOperation::Mean || !self.element_type.is_float() {
             return 0.0;
         }
-        let epsilon = match self.element_type {
-            ElementType::F16 => f64::from(f16::EPSILON),
-            ElementType::BF16 => f64::from(bf16::EPSILON),
-            ElementType::F32 => f64::from(f32::EPSILON),
-            _ => f64::EPSILON,
-        };
-        epsilon * expected.abs()
+        epsilon(self.element_type) * expected.abs()
     }
 
     /// The number of elements of `values` that differ from the reference (a length or element

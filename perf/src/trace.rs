@@ -1,5 +1,5 @@
-//! Export to the Chrome trace-event format (JSON), which Perfetto (ui.perfetto.dev) and
-//! `chrome://tracing` open.
+//! Export of a [`Tracer`]'s spans (the sim crate's in-memory timeline) to the Chrome trace-event
+//! format (JSON), which Perfetto (ui.perfetto.dev) and `chrome://tracing` open.
 //!
 //! One process (`pid` 1), one track per rank (`tid` = rank, named `rank R`); complete events
 //! (`"ph": "X"`, times in microseconds since the tracer started) nest by time on a track:
@@ -17,13 +17,22 @@
 //! they succeeded. Device calls made outside any recorded rank call keep their rank's track
 //! (unbound threads go to track `W`).
 
-use super::timeline::{CallTimeline, timelines};
-use super::tracer::{Span, SpanKind, phase_name};
+use ruccl_sim::trace::{CallTimeline, Span, SpanKind, Tracer, phase_name, timelines};
 use serde_json::{Value, json};
+use std::io::Write as _;
+use std::path::Path;
 use std::time::Duration;
 
 /// The process id every event carries.
 const PID: u32 = 1;
+
+/// Write `tracer`'s spans for `world` ranks to `path` as a Chrome trace-event file.
+pub fn write_trace(path: &Path, tracer: &Tracer, world: usize) -> std::io::Result<()> {
+    let file = std::fs::File::create(path)?;
+    let mut writer = std::io::BufWriter::new(file);
+    serde_json::to_writer(&mut writer, &chrome_trace(&tracer.spans(), world))?;
+    writer.flush()
+}
 
 /// The trace of `spans` for `world` ranks, as one JSON document.
 pub fn chrome_trace(spans: &[Span], world: usize) -> Value {
@@ -38,14 +47,14 @@ pub fn chrome_trace(spans: &[Span], world: usize) -> Value {
     json!({
         "traceEvents": events,
         "displayTimeUnit": "ns",
-        "otherData": { "producer": "ruccl-sim", "world": world },
+        "otherData": { "producer": "ruccl-perf", "world": world },
     })
 }
 
 fn metadata(world: usize) -> Vec<Value> {
     let mut events = vec![json!({
         "ph": "M", "pid": PID, "tid": 0, "name": "process_name",
-        "args": { "name": "ruccl-sim" },
+        "args": { "name": "ruccl" },
     })];
     for rank in 0..world {
         events.push(json!({

@@ -1,33 +1,43 @@
-//! The command line, as clap derives: [`Cli`], its subcommands and their flags.
+//! The command line, as clap derives: [`Cli`], its subcommands and their flags. One argument
+//! struct per command, the same for every backend.
 
-use crate::fault::FaultPlan;
-use crate::host::ElementType;
-use crate::perf::{DEFAULT_ALPHA_US, DEFAULT_BETA_GBPS, Size};
+use crate::backend::Backend;
+use crate::sweep::{DEFAULT_ALPHA_US, DEFAULT_BETA_GBPS, Size};
 use clap::{ArgAction, Args, Parser, Subcommand};
-use ruccl_core::ReduceOperation;
+use ruccl_core::{ElementType, ReduceOperation};
+use ruccl_sim::FaultPlan;
 use std::path::PathBuf;
+use std::str::FromStr;
 
-const ABOUT: &str = "ruCCL's all-reduce on simulated devices: an nccl-tests-style perf table, \
-fault-injection scenarios and Perfetto traces";
+const ABOUT: &str = "ruCCL's all-reduce as nccl-tests measures it — on simulated devices (the \
+default) or CUDA GPUs — plus fault-injection scenarios and Perfetto traces";
 
-const LONG_ABOUT: &str = "ruCCL's all-reduce on simulated devices.
+const LONG_ABOUT: &str = "ruCCL's all-reduce as nccl-tests measures it.
 
 Every rank is a thread calling all_reduce on one shared communicator; the last to arrive runs the \
-ring on a simulated device whose memory is host memory. `all-reduce-perf` (the default) sweeps \
-message sizes like nccl-tests' all_reduce_perf and prints its table; `run` drives a scenario, \
-optionally under injected faults, and prints what every generation delivered.";
+ring on the backend's device: simulated devices whose memory is host memory (--backend sim, the \
+default), or GPUs through the CUDA executor (--backend cuda, in a build with the `cuda` feature). \
+`all-reduce-perf` (the default) sweeps message sizes like nccl-tests' all_reduce_perf and prints \
+its table; `run` drives a scenario, optionally under injected faults, and prints what every \
+generation delivered.
+
+Exit status: 0 when everything ran and checked out (or the CUDA backend found no GPU and printed \
+SKIP); 1 when the run found wrong elements, ranks that disagreed, or could not finish; 2 for a \
+command line that makes no run.";
 
 const EXAMPLES: &str = "Examples:
-  ruccl-sim                                        the default sweep: 8 B to 128 MiB over 4 ranks
-  ruccl-sim all-reduce-perf -b 8 -e 128M -f 2 -g 8 nccl-tests' classic sweep on 8 ranks
-  ruccl-sim -b 1M -e 1M -d bf16 -o max --json      one size, one JSON document
-  ruccl-sim run -g 4 -n 6 --fault exchange:step=2:rank=1:gen=3:panic
-  ruccl-sim run -g 3 --trace trace.json            then open trace.json in ui.perfetto.dev";
+  ruccl-perf                                        the default sweep: 8 B to 128 MiB over 4 ranks
+  ruccl-perf all-reduce-perf -b 8 -e 128M -f 2 -g 8 nccl-tests' classic sweep on 8 ranks
+  ruccl-perf -b 1M -e 1M -d bf16 -o max --json      one size, one JSON document
+  ruccl-perf -d all -o all -b 4 -e 4M -f 64         every type and operation
+  ruccl-perf --backend cuda -b 1K -e 256M           on GPUs (build with --features cuda)
+  ruccl-perf run -g 4 -n 6 --fault exchange:step=2:rank=1:gen=3:panic
+  ruccl-perf run -g 3 --trace trace.json            then open trace.json in ui.perfetto.dev";
 
-/// `ruccl-sim [OPTIONS]` (a sweep) or `ruccl-sim <COMMAND>`.
+/// `ruccl-perf [OPTIONS]` (a sweep) or `ruccl-perf <COMMAND>`.
 #[derive(Clone, Debug, Parser)]
 #[command(
-    name = "ruccl-sim",
+    name = "ruccl-perf",
     version,
     about = ABOUT,
     long_about = LONG_ABOUT,
@@ -69,10 +79,57 @@ const FAULT_HELP: &str =
          outputs:count=C (wrong number of outputs), drop:what=prepared|work|output (panic in Drop)
   e.g.   exchange:step=2:rank=1:gen=3:panic   prepare:rank=0:gen=1:error   drop:what=output:gen=2";
 
-/// `all-reduce-perf`: nccl-tests' flags, with their meaning.
+/// A type with a finite list of values that `all` selects.
+pub trait Listed: Sized + Copy + PartialEq + FromStr + 'static {
+    /// Every value, in the order `all` runs them.
+    fn all() -> &'static [Self];
+}
+
+impl Listed for ElementType {
+    fn all() -> &'static [Self] {
+        &ElementType::ALL
+    }
+}
+
+impl Listed for ReduceOperation {
+    fn all() -> &'static [Self] {
+        &ReduceOperation::ALL
+    }
+}
+
+/// One value, a comma-separated list, or `all` (nccl-tests' `-d all`, `-o all`); in the order
+/// given, without repeats.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Selection<T>(pub Vec<T>);
+
+impl<T: Listed> FromStr for Selection<T>
+where
+    T::Err: std::fmt::Display,
+{
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        if text.trim().eq_ignore_ascii_case("all") {
+            return Ok(Selection(T::all().to_vec()));
+        }
+        let mut chosen: Vec<T> = Vec::new();
+        for item in text.split(',') {
+            let value = item
+                .trim()
+                .parse::<T>()
+                .map_err(|error| error.to_string())?;
+            if !chosen.contains(&value) {
+                chosen.push(value);
+            }
+        }
+        Ok(Selection(chosen))
+    }
+}
+
+/// `all-reduce-perf`: nccl-tests' flags, with their meaning, for every backend.
 #[derive(Clone, Debug, Args)]
 pub struct PerfArgs {
-    /// Smallest message per rank, in bytes (K, M, G, T: powers of 1024)
+    /// Smallest message per rank, in bytes (K, M, G, T: powers of 1024; at least one element)
     #[arg(
         short = 'b',
         long = "minbytes",
@@ -97,27 +154,27 @@ pub struct PerfArgs {
         value_parser = clap::value_parser!(u32).range(2..)
     )]
     pub step_factor: u32,
-    /// Number of ranks (simulated devices, one thread each)
+    /// Number of ranks [default: 4 simulated devices; CUDA: see --map]
     #[arg(
         short = 'g',
         long = "ranks",
         visible_alias = "ngpus",
         value_name = "RANKS",
-        default_value_t = 4,
         value_parser = clap::value_parser!(u32).range(1..=1024)
     )]
-    pub world: u32,
-    /// Reduction: sum, prod, min, max or avg
+    pub world: Option<u32>,
+    /// Reduction: sum, prod, min, max or avg; a comma-separated list, or all
     #[arg(short = 'o', long = "op", value_name = "OP", default_value = "sum")]
-    pub operation: ReduceOperation,
-    /// Element type: float, double, half, bfloat16, int32, int64 (or f32, f64, f16, bf16, i32, i64)
+    pub operations: Selection<ReduceOperation>,
+    /// Element type: float, double, half, bfloat16, int32, int64 (or f32, f64, f16, bf16, i32,
+    /// i64); a comma-separated list, or all
     #[arg(
         short = 'd',
         long = "datatype",
         value_name = "TYPE",
         default_value = "float"
     )]
-    pub element_type: ElementType,
+    pub element_types: Selection<ElementType>,
     /// Timed all-reduces per size
     #[arg(
         short = 'n',
@@ -132,7 +189,7 @@ pub struct PerfArgs {
         short = 'w',
         long = "warmup_iters",
         value_name = "N",
-        default_value_t = 1
+        default_value_t = 5
     )]
     pub warmup: u32,
     /// Check one all-reduce per size against the reference: 1 (on) or 0 (off)
@@ -144,18 +201,53 @@ pub struct PerfArgs {
         value_parser = clap::value_parser!(u8).range(0..=1)
     )]
     pub check: u8,
-    /// Threads the simulated device may use for one step [default: all cores]
-    #[arg(long = "device-threads", value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
-    pub device_threads: Option<u32>,
     /// Give up (and fail) when a rank waits longer than this, in seconds
     #[arg(long = "timeout", value_name = "SECONDS", default_value_t = 120.0)]
     pub timeout_s: f64,
+    /// The devices to run on.
+    #[command(flatten)]
+    pub backend: BackendArgs,
+    /// The NCCL baseline (with --backend cuda).
+    #[command(flatten)]
+    pub baseline: BaselineArgs,
     /// The link model beside the measurement.
     #[command(flatten)]
     pub model: ModelArgs,
     /// Where results go.
     #[command(flatten)]
     pub output: OutputArgs,
+}
+
+/// Which devices run the collective, and the backends' own options.
+#[derive(Clone, Debug, Args)]
+pub struct BackendArgs {
+    /// The devices: sim (simulated, host memory) or cuda (GPUs; needs the `cuda` feature)
+    #[arg(long, value_enum, value_name = "BACKEND", default_value_t = Backend::Sim)]
+    pub backend: Backend,
+    /// sim: threads the simulated device may use for one step [default: all cores]
+    #[arg(long = "device-threads", value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub device_threads: Option<u32>,
+    /// cuda: explicit device map, `device:gpu` pairs (e.g. `0:0,1:0,2:0,3:0`); ranks follow
+    /// increasing device ids [default: 4 logical ranks on one GPU, else one rank per GPU; with
+    /// -g, that many ranks round-robin over the GPUs]
+    #[arg(long, value_name = "MAP", conflicts_with_all = ["world", "ranks_per_gpu"])]
+    pub map: Option<String>,
+    /// cuda: logical ranks per GPU on every visible GPU
+    #[arg(long, value_name = "N", conflicts_with = "world", value_parser = clap::value_parser!(u32).range(1..))]
+    pub ranks_per_gpu: Option<u32>,
+    /// cuda: fail (exit 1) instead of printing SKIP and exiting 0 when no CUDA driver or GPU is
+    /// found
+    #[arg(long)]
+    pub require_gpu: bool,
+}
+
+/// The NCCL baseline.
+#[derive(Clone, Debug, Args)]
+pub struct BaselineArgs {
+    /// cuda: also run the same sweeps through NCCL, one rank per GPU (needs the `nccl` feature
+    /// and two or more GPUs)
+    #[arg(long)]
+    pub nccl: bool,
 }
 
 /// The α–β link model priced beside each measurement.
@@ -172,7 +264,8 @@ pub struct ModelArgs {
 /// Output options shared by every command.
 #[derive(Clone, Debug, Args)]
 pub struct OutputArgs {
-    /// Print one JSON document instead of the table
+    /// Print one JSON document instead of the table (an array of documents when -d or -o
+    /// names several)
     #[arg(long)]
     pub json: bool,
     /// Write a Chrome trace-event file: one track per rank (open it in ui.perfetto.dev)
@@ -188,10 +281,9 @@ pub struct RunArgs {
         short = 'g',
         long = "ranks",
         value_name = "RANKS",
-        default_value_t = 4,
         value_parser = clap::value_parser!(u32).range(1..=64)
     )]
-    pub world: u32,
+    pub world: Option<u32>,
     /// Elements per rank (K, M suffixes: powers of 1024)
     #[arg(
         short = 'l',
@@ -225,6 +317,9 @@ pub struct RunArgs {
     /// A rank waiting longer than this aborts the communicator, in seconds
     #[arg(long = "timeout", value_name = "SECONDS", default_value_t = 10.0)]
     pub timeout_s: f64,
+    /// The devices to run on.
+    #[command(flatten)]
+    pub backend: BackendArgs,
     /// Where results go.
     #[command(flatten)]
     pub output: OutputArgs,

@@ -1,16 +1,18 @@
 //! A scenario: a number of generations of one all-reduce through a real communicator, one thread
-//! per rank, on any device (typically a [`FaultyDevice`](crate::FaultyDevice) injecting a plan),
+//! per rank, on any device (typically a [`FaultyDevice`](ruccl_sim::FaultyDevice) injecting a plan),
 //! reporting per generation which ranks got `Ok`, the error they shared, whether the outputs are
 //! right, and how many elements the ring moved against the lower bound.
 //!
 //! The device is wrapped in a [`TracingDevice`] for the run, so the elements moved are counted
 //! from the steps that completed — also in a generation that failed part-way.
 
-use super::pattern::{self, Expected};
-use super::sweep::{contained, release};
-use crate::host::{ElementType, HostTensors};
-use crate::trace::{Tracer, TracingDevice, timelines};
-use ruccl_core::{DeviceId, NativeCollectiveError, NativeCommunicator, ReduceOperation};
+use ruccl_core::{
+    DeviceId, ElementType, NativeCollectiveError, NativeCommunicator, ReduceOperation,
+};
+use ruccl_sim::HostTensors;
+use ruccl_sim::contain::{call, release};
+use ruccl_sim::pattern::{self, Expected};
+use ruccl_sim::trace::{Tracer, TracingDevice, timelines};
 use std::time::Duration;
 
 /// What to run.
@@ -200,11 +202,11 @@ fn one_call<D: HostTensors>(
 ) -> Seen {
     let mut notes = Vec::new();
     let values = pattern::input(config.element_type, config.operation, rank, config.length);
-    let tensor = match contained(|| device.upload(on, &values)) {
+    let tensor = match call("upload", || device.upload(on, &values)) {
         Ok(tensor) => tensor,
         Err(message) => {
             return Seen {
-                outcome: Err(format!("(harness) upload failed: {message}")),
+                outcome: Err(format!("(harness) {message}")),
                 notes,
             };
         }
@@ -215,15 +217,15 @@ fn one_call<D: HostTensors>(
     tracer.record_call(rank, generation, start, tracer.now(), outcome.is_ok());
     let outcome = match outcome {
         Ok(output) => {
-            let wrong = match contained(|| device.download(&output)) {
+            let wrong = match call("download", || device.download(&output)) {
                 Ok(values) => expected.count_wrong(&values, config.length),
                 Err(message) => {
-                    notes.push(format!("rank {rank}: download failed: {message}"));
+                    notes.push(format!("rank {rank}: {message}"));
                     config.length as u64
                 }
             };
-            if let Err(message) = release(output) {
-                notes.push(format!("rank {rank}: dropping the output {message}"));
+            if let Err(message) = release("drop of the output", output) {
+                notes.push(format!("rank {rank}: {message}"));
             }
             Ok(wrong)
         }

@@ -1,24 +1,30 @@
-//! The `ruccl-sim` command line. The binary is a thin `main` calling [`main`]; everything else is
-//! here so that tests (and other front ends) can parse and run commands into any writer.
+//! The `ruccl-perf` command line. The binary is a thin `main` calling [`main`]; everything else is
+//! here so that tests can parse and run commands into any writer.
 //!
-//! | file          | job                                                    |
-//! |---------------|--------------------------------------------------------|
-//! | `args.rs`     | [`Cli`] and the flags of each command (clap derive)    |
-//! | `perf.rs`     | `all-reduce-perf`: the sweep, its table or JSON, trace |
-//! | `run.rs`      | `run`: a scenario under a fault plan                   |
-//! | `progress.rs` | the progress line on a terminal                        |
+//! | file          | job                                                                |
+//! |---------------|--------------------------------------------------------------------|
+//! | `args.rs`     | [`Cli`] and the flags of each command (clap derive), every backend |
+//! | `perf.rs`     | `all-reduce-perf`: the sweeps, their tables or JSON, trace, NCCL   |
+//! | `run.rs`      | `run`: a scenario under a fault plan                               |
+//! | `progress.rs` | the progress line on a terminal                                    |
 //!
-//! Exit status: 0 when everything ran and checked out; 1 when the run found wrong elements,
-//! ranks that disagreed, or could not finish; 2 for a command line that makes no run.
+//! Exit status: 0 when everything ran and checked out (or the CUDA backend found no GPU and
+//! printed `SKIP`); 1 when the run found wrong elements, ranks that disagreed, or could not
+//! finish; 2 for a command line that makes no run.
 
 mod args;
 mod perf;
 mod progress;
 mod run;
 
-pub use args::{Cli, Command, ModelArgs, OutputArgs, PerfArgs, RunArgs};
+pub use args::{
+    BackendArgs, BaselineArgs, Cli, Command, Listed, ModelArgs, OutputArgs, PerfArgs, RunArgs,
+    Selection,
+};
+pub use perf::sweep_configs;
 
-use crate::perf::{ScenarioError, SweepError};
+use crate::scenario::ScenarioError;
+use crate::sweep::SweepError;
 use clap::Parser;
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
@@ -49,6 +55,12 @@ pub enum CliError {
     /// Writing the results failed.
     #[error("cannot write the results: {0}")]
     Output(#[source] std::io::Error),
+    /// The backend could not make its devices (a CUDA driver that fails, say).
+    #[error("{0}")]
+    Backend(String),
+    /// The NCCL baseline failed.
+    #[error("NCCL baseline: {0}")]
+    Baseline(String),
     /// Writing the trace file failed.
     #[error("cannot write the trace to {path}: {source}")]
     Trace {
@@ -91,7 +103,7 @@ pub fn main() -> ExitCode {
     match execute(command, &mut stdout, progress) {
         Ok(Verdict::Passed) => ExitCode::SUCCESS,
         Ok(Verdict::Failed(reason)) => {
-            eprintln!("ruccl-sim: {reason}");
+            eprintln!("ruccl-perf: {reason}");
             ExitCode::FAILURE
         }
         Err(error) => {
@@ -126,19 +138,14 @@ fn seconds(flag: &str, value: f64) -> Result<std::time::Duration, CliError> {
     })
 }
 
-/// Write `spans` as a Chrome trace-event file.
+/// Write the trace file `path` of `tracer` for `world` ranks.
 fn write_trace(
     path: &std::path::Path,
-    spans: &[crate::trace::Span],
+    tracer: &ruccl_sim::Tracer,
     world: usize,
 ) -> Result<(), CliError> {
-    let failed = |source| CliError::Trace {
+    crate::trace::write_trace(path, tracer, world).map_err(|source| CliError::Trace {
         path: path.to_owned(),
         source,
-    };
-    let file = std::fs::File::create(path).map_err(failed)?;
-    let mut writer = std::io::BufWriter::new(file);
-    serde_json::to_writer(&mut writer, &crate::trace::chrome_trace(spans, world))
-        .map_err(|error| failed(error.into()))?;
-    writer.flush().map_err(failed)
+    })
 }

@@ -6,7 +6,7 @@
 //! or `DISAGREE` with each rank's, which would break ruCCL's agreement property. Notes (a
 //! panicking output drop, say) follow their generation as comment lines.
 
-use super::scenario::{GenerationRow, ScenarioConfig};
+use super::runner::{GenerationRow, ScenarioConfig};
 use std::fmt::Write as _;
 
 /// The header: the scenario and the column names.
@@ -15,7 +15,7 @@ pub fn scenario_header(config: &ScenarioConfig, device: &str, faults: &str) -> S
     // Writing to a `String` cannot fail.
     let _ = writeln!(
         text,
-        "# ruccl-sim run: {} ranks, {} x {}, {}, {} generations on {device}",
+        "# ruccl-perf run: {} ranks, {} x {}, {}, {} generations on {device}",
         config.world,
         config.length,
         config.element_type.nccl_name(),

@@ -7,8 +7,8 @@
 //! the all-reduce lower bound `2(W-1)/W · n` per the traffic ledger (1.00 is optimal), and
 //! `model`, the α–β link model's time for the same traffic (µs).
 
+use super::driver::SweepConfig;
 use super::row::PerfRow;
-use super::sweep::SweepConfig;
 use std::fmt::Write as _;
 
 /// The header: the sweep's settings, the device, the link model, and the column names and units.
@@ -16,7 +16,7 @@ pub fn header(config: &SweepConfig, device: &str) -> String {
     let mut text = String::new();
     let model = &config.link_model;
     // Writing to a `String` cannot fail.
-    let _ = writeln!(text, "# ruccl-sim all-reduce-perf on {device}");
+    let _ = writeln!(text, "# ruccl-perf all-reduce-perf on {device}");
     let _ = writeln!(
         text,
         "# nRanks {} minBytes {} maxBytes {} step: {}(factor) warmup iters: {} iters: {} validation: {}",

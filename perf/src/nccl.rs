@@ -5,19 +5,17 @@
 //! NCCL is loaded at run time like the driver: [`NcclBaseline::new`] checks that cudarc can load
 //! it (it looks for `libnccl.so`; the pip wheel ships `libnccl.so.2`, so `gpu-check.sh` links
 //! one to the other) before any NCCL call, so a missing library is a typed error, not a panic.
+//! The buffers are the CUDA executor's own tensors (one rank per GPU, each in its GPU's primary
+//! context), put there and read back through its harness adapter.
 
-use crate::buffer::DeviceBuffer;
-use crate::error::{CudaError, DriverResultExt};
-use crate::host::{from_bytes, to_bytes};
-use crate::probe::probe;
-use cudarc::driver::{CudaContext, CudaStream, result as driver};
+use crate::sweep::{PerfRow, SweepConfig};
+use cudarc::driver::DriverError;
 use cudarc::nccl::{result, sys};
-use ruccl_core::ElementType;
-use ruccl_core::{DeviceId, ReduceOperation, RingSchedule};
-use ruccl_sim::perf::pattern::{self, Expected};
-use ruccl_sim::perf::{PerfRow, SweepConfig};
+use ruccl_core::{DeviceId, ElementType, ReduceOperation, RingSchedule};
+use ruccl_cuda::{CudaCollective, CudaConfig, CudaError, CudaTensor, DeviceMap};
+use ruccl_sim::HostTensors;
+use ruccl_sim::pattern::{self, Expected};
 use std::ffi::c_int;
-use std::sync::Arc;
 use std::time::Instant;
 
 /// Why the baseline could not run.
@@ -28,13 +26,18 @@ pub enum NcclBaselineError {
     #[error(transparent)]
     Device(#[from] CudaError),
     /// cudarc cannot load the NCCL library.
-    #[error(
-        "NCCL is not available: {} could be loaded",
-        crate::error::names(searched)
-    )]
+    #[error("NCCL is not available: none of {} could be loaded", searched.join(", "))]
     NotFound {
         /// The library names tried.
         searched: Vec<String>,
+    },
+    /// Waiting for a GPU's stream failed.
+    #[error("waiting for the stream of GPU {ordinal} failed: {error:?}")]
+    Synchronize {
+        /// The GPU.
+        ordinal: usize,
+        /// The driver's error.
+        error: DriverError,
     },
     /// NCCL needs one rank per GPU, and at least two.
     #[error("the NCCL baseline needs two or more distinct GPUs, got {gpus}")]
@@ -59,10 +62,11 @@ fn nccl(call: &'static str) -> impl Fn(result::NcclError) -> NcclBaselineError {
     }
 }
 
-/// One NCCL communicator per GPU, created with `ncclCommInitAll`.
+/// One NCCL communicator per GPU, created with `ncclCommInitAll`, over the CUDA executor's
+/// devices (rank `r` on device `r`, on the `r`-th GPU given).
 pub struct NcclBaseline {
     comms: Vec<sys::ncclComm_t>,
-    streams: Vec<Arc<CudaStream>>,
+    device: CudaCollective,
 }
 
 impl NcclBaseline {
@@ -76,20 +80,21 @@ impl NcclBaseline {
                 gpus: distinct.len(),
             });
         }
-        probe()?;
+        let map = DeviceMap::new(
+            ordinals
+                .iter()
+                .enumerate()
+                .map(|(rank, &ordinal)| (DeviceId::new(rank as u32), ordinal)),
+        )
+        .map_err(CudaError::from)?;
+        // Probes the driver first: no GPU is a typed error, not a panic in cudarc.
+        let device = CudaCollective::with_config(map, CudaConfig::from_env())?;
         // SAFETY: only opens and closes the NCCL library candidates; no NCCL function is called.
         if !unsafe { sys::is_culib_present() } {
             return Err(NcclBaselineError::NotFound {
                 searched: cudarc::get_lib_name_candidates("nccl"),
             });
         }
-        let streams = ordinals
-            .iter()
-            .map(|&ordinal| {
-                let context = CudaContext::new(ordinal).during("cuDevicePrimaryCtxRetain", None)?;
-                context.new_stream().during("cuStreamCreate", None)
-            })
-            .collect::<Result<Vec<_>, CudaError>>()?;
         let devices: Vec<c_int> = ordinals.iter().map(|&o| o as c_int).collect();
         let mut comms = vec![std::ptr::null_mut(); ordinals.len()];
         // SAFETY: `comms` has one slot per device and `devices` lists that many valid ordinals;
@@ -98,7 +103,7 @@ impl NcclBaseline {
             result::comm_init_all(comms.as_mut_ptr(), devices.len() as c_int, devices.as_ptr())
         }
         .map_err(nccl("ncclCommInitAll"))?;
-        Ok(Self { comms, streams })
+        Ok(Self { comms, device })
     }
 
     /// NCCL's version code (e.g. `22805` for 2.28.5).
@@ -106,8 +111,8 @@ impl NcclBaseline {
         result::get_nccl_version().map_err(nccl("ncclGetVersion"))
     }
 
-    /// One row of `config`'s sweep at `bytes` per rank, as `ruccl_sim::perf::sweep` measures
-    /// it: every rank uploads the sim harness's [`pattern::input`]; with `config.check`, one
+    /// One row of `config`'s sweep at `bytes` per rank, as [`sweep`](crate::sweep::sweep) measures
+    /// it: every rank uploads the sim crate's [`pattern::input`]; with `config.check`, one
     /// all-reduce whose result is compared with the reference (`#wrong`); then `config.warmup`
     /// untimed and `config.iterations` timed all-reduces, in place. The world is this baseline's
     /// (one rank per GPU), not `config.world`; `model` prices the ring schedule with
@@ -120,32 +125,28 @@ impl NcclBaseline {
         let (element_type, operation) = (config.element_type, config.operation);
         let world = self.comms.len();
         let count = bytes / element_type.size();
-        let buffers = self
-            .streams
-            .iter()
-            .enumerate()
-            .map(|(rank, stream)| {
-                let values = to_bytes(&pattern::input(element_type, operation, rank, count));
-                upload(stream, &values)
+        let tensors = (0..world)
+            .map(|rank| {
+                let values = pattern::input(element_type, operation, rank, count);
+                self.device.upload(DeviceId::new(rank as u32), &values)
             })
-            .collect::<Result<Vec<_>, CudaError>>()?;
+            .collect::<Result<Vec<CudaTensor>, CudaError>>()?;
         let mut wrong = None;
         if config.check {
-            self.all_reduce(&buffers, element_type, operation, count)?;
+            self.all_reduce(&tensors, element_type, operation, count)?;
             let expected = Expected::new(element_type, operation, world);
             let mut total = 0;
-            for buffer in &buffers {
-                let output = from_bytes(element_type, &download(buffer)?);
-                total += expected.count_wrong(&output, count);
+            for tensor in &tensors {
+                total += expected.count_wrong(&self.device.download(tensor)?, count);
             }
             wrong = Some(total);
         }
         for _ in 0..config.warmup {
-            self.all_reduce(&buffers, element_type, operation, count)?;
+            self.all_reduce(&tensors, element_type, operation, count)?;
         }
         let start = Instant::now();
         for _ in 0..config.iterations {
-            self.all_reduce(&buffers, element_type, operation, count)?;
+            self.all_reduce(&tensors, element_type, operation, count)?;
         }
         let elapsed = start.elapsed();
         let model_seconds = config
@@ -167,19 +168,20 @@ impl NcclBaseline {
     /// One in-place all-reduce over every rank's buffer, completed on the host.
     fn all_reduce(
         &self,
-        buffers: &[DeviceBuffer],
+        tensors: &[CudaTensor],
         element_type: ElementType,
         operation: ReduceOperation,
         count: usize,
     ) -> Result<(), NcclBaselineError> {
         result::group_start().map_err(nccl("ncclGroupStart"))?;
         let mut queued = Ok(());
-        for ((comm, stream), buffer) in self.comms.iter().zip(&self.streams).zip(buffers) {
-            let address = buffer.address_at(0) as *mut std::ffi::c_void;
+        for (comm, tensor) in self.comms.iter().zip(tensors) {
+            let address = tensor.device_address() as *mut std::ffi::c_void;
+            let stream = tensor.stream();
             // SAFETY: `address` holds `count` elements of `element_type` on this comm's GPU
-            // (allocated in its primary context, owned by `stream`); send and receive alias,
+            // (allocated in its primary context, ordered on `stream`); send and receive alias,
             // which NCCL supports (in place). The host waits for `stream` below before the
-            // buffer can be reused or freed.
+            // tensor can be reused or freed.
             queued = unsafe {
                 result::all_reduce(
                     address,
@@ -202,8 +204,14 @@ impl NcclBaseline {
             .map_err(nccl("ncclGroupEnd"));
         queued?;
         ended?;
-        for stream in &self.streams {
-            stream.synchronize().during("cuStreamSynchronize", None)?;
+        for tensor in tensors {
+            tensor
+                .stream()
+                .synchronize()
+                .map_err(|error| NcclBaselineError::Synchronize {
+                    ordinal: tensor.ordinal(),
+                    error,
+                })?;
         }
         Ok(())
     }
@@ -211,48 +219,13 @@ impl NcclBaseline {
 
 impl Drop for NcclBaseline {
     fn drop(&mut self) {
-        for stream in &self.streams {
-            stream.context().record_err(stream.synchronize());
-        }
         for &comm in &self.comms {
-            // SAFETY: each communicator came from `ncclCommInitAll` and is destroyed once, after
-            // its stream is complete. Errors cannot be reported from `drop` and are ignored.
+            // SAFETY: each communicator came from `ncclCommInitAll` and is destroyed once; every
+            // all-reduce on it was waited for. Errors cannot be reported from `drop` and are
+            // ignored.
             let _ = unsafe { result::comm_destroy(comm) };
         }
     }
-}
-
-fn upload(stream: &Arc<CudaStream>, bytes: &[u8]) -> Result<DeviceBuffer, CudaError> {
-    let buffer = DeviceBuffer::alloc(stream, bytes.len(), DeviceId::new(0))?;
-    if !bytes.is_empty() {
-        stream
-            .context()
-            .bind_to_thread()
-            .during("cuCtxSetCurrent", None)?;
-        // SAFETY: the buffer holds `bytes.len()` bytes in the stream's context; the host slice
-        // lives until the synchronisation below.
-        unsafe { driver::memcpy_htod_async(buffer.address_at(0), bytes, stream.cu_stream()) }
-            .during("cuMemcpyHtoDAsync", None)?;
-        stream.synchronize().during("cuStreamSynchronize", None)?;
-    }
-    Ok(buffer)
-}
-
-fn download(buffer: &DeviceBuffer) -> Result<Vec<u8>, CudaError> {
-    let mut bytes = vec![0_u8; buffer.bytes()];
-    if !bytes.is_empty() {
-        let stream = buffer.stream();
-        stream
-            .context()
-            .bind_to_thread()
-            .during("cuCtxSetCurrent", None)?;
-        // SAFETY: the buffer holds `bytes.len()` bytes; the copy follows all work queued on its
-        // owner stream, and the host vector lives until the synchronisation below.
-        unsafe { driver::memcpy_dtoh_async(&mut bytes, buffer.address_at(0), stream.cu_stream()) }
-            .during("cuMemcpyDtoHAsync", None)?;
-        stream.synchronize().during("cuStreamSynchronize", None)?;
-    }
-    Ok(bytes)
 }
 
 fn data_type(element_type: ElementType) -> sys::ncclDataType_t {

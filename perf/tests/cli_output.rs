@@ -1,17 +1,17 @@
-//! What `ruccl-sim` prints: the nccl-tests table, the JSON documents, the scenario rows, and
+//! What `ruccl-perf` prints: the nccl-tests table, the JSON documents, the scenario rows, and
 //! trace files in the Chrome trace-event format with one track per rank.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests assert by unwrapping
 
 use clap::Parser;
-use ruccl_sim::cli::{Cli, Verdict, execute};
+use ruccl_perf::cli::{Cli, Verdict, execute};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 
-/// Run `ruccl-sim ARGS`, returning the verdict and what it printed.
-fn ruccl_sim(args: &[&str]) -> (Verdict, String) {
-    let argv = std::iter::once("ruccl-sim").chain(args.iter().copied());
+/// Run `ruccl-perf ARGS`, returning the verdict and what it printed.
+fn ruccl_perf(args: &[&str]) -> (Verdict, String) {
+    let argv = std::iter::once("ruccl-perf").chain(args.iter().copied());
     let command = Cli::try_parse_from(argv).unwrap().into_command();
     let mut out = Vec::new();
     let verdict = execute(command, &mut out, false).unwrap();
@@ -20,12 +20,12 @@ fn ruccl_sim(args: &[&str]) -> (Verdict, String) {
 
 /// A file name in the temporary directory, unique to this test process and `name`.
 fn temporary(name: &str) -> PathBuf {
-    std::env::temp_dir().join(format!("ruccl-sim-{}-{name}.json", std::process::id()))
+    std::env::temp_dir().join(format!("ruccl-perf-{}-{name}.json", std::process::id()))
 }
 
 #[test]
 fn the_table_has_the_nccl_tests_columns_and_one_row_per_size() {
-    let (verdict, text) = ruccl_sim(&[
+    let (verdict, text) = ruccl_perf(&[
         "-b", "8", "-e", "32K", "-f", "8", "-g", "3", "-n", "2", "-w", "1",
     ]);
     assert_eq!(verdict, Verdict::Passed);
@@ -71,7 +71,7 @@ fn the_table_has_the_nccl_tests_columns_and_one_row_per_size() {
 
 #[test]
 fn an_unchecked_sweep_prints_not_available() {
-    let (verdict, text) = ruccl_sim(&["-b", "64", "-e", "64", "-n", "1", "-c", "0"]);
+    let (verdict, text) = ruccl_perf(&["-b", "64", "-e", "64", "-n", "1", "-c", "0"]);
     assert_eq!(verdict, Verdict::Passed);
     let row = text.lines().find(|line| !line.starts_with('#')).unwrap();
     assert!(row.contains("N/A"), "{row}");
@@ -80,7 +80,7 @@ fn an_unchecked_sweep_prints_not_available() {
 
 #[test]
 fn the_json_document_has_every_row() {
-    let (_, text) = ruccl_sim(&[
+    let (_, text) = ruccl_perf(&[
         "all-reduce-perf",
         "-b",
         "1K",
@@ -126,7 +126,7 @@ fn the_json_document_has_every_row() {
 
 #[test]
 fn a_scenario_prints_one_row_per_generation_with_the_shared_error() {
-    let (verdict, text) = ruccl_sim(&[
+    let (verdict, text) = ruccl_perf(&[
         "run",
         "-g",
         "4",
@@ -177,7 +177,7 @@ fn a_scenario_prints_one_row_per_generation_with_the_shared_error() {
 
 #[test]
 fn a_scenario_as_json() {
-    let (_, text) = ruccl_sim(&[
+    let (_, text) = ruccl_perf(&[
         "run",
         "-g",
         "2",
@@ -262,7 +262,7 @@ fn a_scenario_trace_has_one_track_per_rank_and_a_slice_per_phase_and_step() {
     let path = temporary("scenario");
     let world = 3;
     let generations = 4;
-    ruccl_sim(&[
+    ruccl_perf(&[
         "run",
         "-g",
         "3",
@@ -322,7 +322,7 @@ fn a_scenario_trace_has_one_track_per_rank_and_a_slice_per_phase_and_step() {
 #[test]
 fn a_sweep_trace_covers_every_generation() {
     let path = temporary("sweep");
-    ruccl_sim(&[
+    ruccl_perf(&[
         "-b",
         "64",
         "-e",
@@ -347,4 +347,41 @@ fn a_sweep_trace_covers_every_generation() {
         .map(|rank| counts.get(&(rank, "ring".to_owned())).copied().unwrap_or(0))
         .sum();
     assert_eq!(rings, 10);
+}
+
+#[test]
+fn every_type_and_operation_gets_its_own_table_or_document() {
+    let (verdict, text) = ruccl_perf(&[
+        "-b",
+        "8",
+        "-e",
+        "64",
+        "-f",
+        "8",
+        "-g",
+        "3",
+        "-n",
+        "1",
+        "-w",
+        "0",
+        "-d",
+        "half,int64",
+        "-o",
+        "all",
+    ]);
+    assert_eq!(verdict, Verdict::Passed);
+    let headers = text
+        .lines()
+        .filter(|line| line.contains("nRanks 3"))
+        .count();
+    assert_eq!(headers, 2 * 5, "{text}");
+    assert_eq!(text.matches("# Out of bounds values : 0 OK").count(), 10);
+    let (_, text) = ruccl_perf(&[
+        "-b", "8", "-e", "8", "-g", "2", "-n", "1", "-w", "0", "-d", "float", "-o", "sum,max",
+        "--json",
+    ]);
+    let documents: Value = serde_json::from_str(&text).unwrap();
+    let documents = documents.as_array().unwrap();
+    assert_eq!(documents.len(), 2);
+    assert_eq!(documents[1]["redop"], "max");
 }

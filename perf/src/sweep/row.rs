@@ -1,7 +1,6 @@
 //! [`PerfRow`]: one measured message size, with nccl-tests' bandwidth definitions.
 
-use crate::host::ElementType;
-use ruccl_core::ReduceOperation;
+use ruccl_core::{ElementType, ReduceOperation};
 
 /// One measured message size.
 #[derive(Clone, Debug, PartialEq)]

@@ -5,39 +5,40 @@
 
 use half::{bf16, f16};
 use ruccl_core::{DeviceId, NativeCollectiveDevice, ReduceOperation};
-use ruccl_sim::perf::{
-    Instruments, PerfRow, ScenarioConfig, SweepConfig, SweepEvent, run_scenario, sweep,
-};
+use ruccl_perf::scenario::{ScenarioConfig, run_scenario};
+use ruccl_perf::sweep::{Instruments, PerfRow, SweepConfig, SweepEvent, sweep};
 use ruccl_sim::{
-    ElementType, HostTensors, HostValues, SimDevice, SimError, SimPrepared, SimTensor, SimWork,
+    ElementType, HostTensors, HostValues, Intercept, Intercepted, SimDevice, SimError, SimTensor,
     Tracer,
 };
-use std::ops::Range;
 use std::sync::Mutex;
 use std::time::Duration;
 
-/// A device that computes like the simulated one, then (if `corrupt`) corrupts element 0 of rank
-/// 0's output, and whose downloads of any other rank's tensor take `slow_download` longer.
+/// Computes like the simulated device, then (if `corrupt`) corrupts element 0 of rank 0's
+/// output; downloads of any other rank's tensor take `slow_download` longer.
 #[derive(Clone, Debug, Default)]
 struct Altered {
-    inner: SimDevice,
     corrupt: bool,
     slow_download: Duration,
 }
 
+type AlteredDevice = Intercepted<SimDevice, Altered>;
+
 impl Altered {
-    fn corrupting() -> Self {
-        Self {
+    fn corrupting() -> AlteredDevice {
+        let altered = Self {
             corrupt: true,
             ..Self::default()
-        }
+        };
+        Intercepted::with(SimDevice::new(), altered)
     }
 
-    fn slow_to_download_off_rank_0(delay: Duration) -> Self {
-        Self {
+    fn slow_to_download_off_rank_0(delay: Duration) -> AlteredDevice {
+        let altered = Self {
             slow_download: delay,
             ..Self::default()
-        }
+        };
+        Intercepted::with(SimDevice::new(), altered)
     }
 }
 
@@ -62,44 +63,14 @@ fn corrupt(values: HostValues) -> HostValues {
     }
 }
 
-impl NativeCollectiveDevice for Altered {
-    type Tensor = SimTensor;
-    type Prepared = SimPrepared;
-    type Work = SimWork;
-    type Error = SimError;
-
-    fn prepare(&self, tensor: SimTensor, device: DeviceId) -> Result<SimPrepared, SimError> {
-        self.inner.prepare(tensor, device)
-    }
-
-    fn begin(
-        &self,
-        devices: &[DeviceId],
-        inputs: &[SimPrepared],
-        operation: ReduceOperation,
-    ) -> Result<SimWork, SimError> {
-        self.inner.begin(devices, inputs, operation)
-    }
-
-    fn elements(&self, work: &SimWork) -> usize {
-        self.inner.elements(work)
-    }
-
-    fn exchange(
-        &self,
-        work: &mut SimWork,
-        ranges: &[Range<usize>],
-        reduce: bool,
-    ) -> Result<(), SimError> {
-        self.inner.exchange(work, ranges, reduce)
-    }
-
+impl Intercept<SimDevice> for Altered {
     fn finish(
         &self,
-        work: SimWork,
+        inner: &SimDevice,
+        work: ruccl_sim::SimWork,
         operation: ReduceOperation,
     ) -> Result<Vec<SimTensor>, SimError> {
-        let mut outputs = self.inner.finish(work, operation)?;
+        let mut outputs = inner.finish(work, operation)?;
         if let Some(first) = outputs.first_mut().filter(|_| self.corrupt) {
             let device = first.device();
             let values =
@@ -108,18 +79,12 @@ impl NativeCollectiveDevice for Altered {
         }
         Ok(outputs)
     }
-}
 
-impl HostTensors for Altered {
-    fn upload(&self, device: DeviceId, values: &HostValues) -> Result<SimTensor, SimError> {
-        self.inner.upload(device, values)
-    }
-
-    fn download(&self, tensor: &SimTensor) -> Result<HostValues, SimError> {
+    fn download(&self, inner: &SimDevice, tensor: &SimTensor) -> Result<HostValues, SimError> {
         if tensor.device() != DeviceId::new(0) {
             std::thread::sleep(self.slow_download);
         }
-        self.inner.download(tensor)
+        inner.download(tensor)
     }
 }
 

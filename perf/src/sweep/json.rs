@@ -1,25 +1,18 @@
-//! The `--json` documents: one JSON object per run, for scripts.
-//!
-//! `all-reduce-perf`:
+//! The `--json` document of a sweep, for scripts: one object per element type and operation (an
+//! array of them when `-d` or `-o` names several, or `--nccl` adds the baseline's):
 //!
 //! ```json
 //! { "command": "all-reduce-perf", "device": "...", "world": 4, "type": "float", "redop": "sum",
-//!   "min_bytes": 8, "max_bytes": 134217728, "step_factor": 4, "iterations": 20, "warmup": 1,
+//!   "min_bytes": 8, "max_bytes": 134217728, "step_factor": 4, "iterations": 20, "warmup": 5,
 //!   "check": true, "link_model": { "alpha_us": 2.0, "beta_gbps": 24.0 },
 //!   "rows": [ { "bytes": 8, "count": 2, "type": "float", "redop": "sum", "time_us": 9.1,
 //!               "algbw_gbps": 0.0, "busbw_gbps": 0.0, "wrong": 0, "traffic_ratio": 1.0,
 //!               "model_us": 12.0 } ],
 //!   "wrong_total": 0, "avg_busbw_gbps": 1.5 }
 //! ```
-//!
-//! `run`: `{ "command": "run", "world", "length", "type", "redop", "generations", "faults",
-//! "rows": [ { "generation", "ok_ranks", "error", "errors", "agreed", "wrong", "moved",
-//! "lower_bound", "notes" } ] }` — `error` is the shared error (null if none or if the ranks
-//! disagree), `errors` every failing rank's.
 
+use super::driver::SweepConfig;
 use super::row::PerfRow;
-use super::scenario::{GenerationRow, ScenarioConfig};
-use super::sweep::SweepConfig;
 use serde::Serialize;
 use serde_json::Value;
 
@@ -104,73 +97,6 @@ pub fn sweep_json(config: &SweepConfig, device: &str, rows: &[PerfRow]) -> Value
         } else {
             rows.iter().map(PerfRow::busbw).sum::<f64>() / rows.len() as f64
         },
-    };
-    serde_json::to_value(document).unwrap_or(Value::Null)
-}
-
-#[derive(Serialize)]
-struct GenerationJson<'a> {
-    generation: u64,
-    ok_ranks: &'a [usize],
-    error: Option<&'a str>,
-    errors: Vec<ErrorJson<'a>>,
-    agreed: bool,
-    wrong: u64,
-    moved: usize,
-    lower_bound: usize,
-    notes: &'a [String],
-}
-
-#[derive(Serialize)]
-struct ErrorJson<'a> {
-    rank: usize,
-    message: &'a str,
-}
-
-#[derive(Serialize)]
-struct ScenarioJson<'a> {
-    command: &'static str,
-    world: usize,
-    length: usize,
-    #[serde(rename = "type")]
-    element_type: &'static str,
-    redop: &'static str,
-    generations: u64,
-    faults: &'a str,
-    rows: Vec<GenerationJson<'a>>,
-}
-
-/// The document of a `run` scenario; `faults` is the fault plan's text.
-pub fn scenario_json(config: &ScenarioConfig, faults: &str, rows: &[GenerationRow]) -> Value {
-    let document = ScenarioJson {
-        command: "run",
-        world: config.world,
-        length: config.length,
-        element_type: config.element_type.nccl_name(),
-        redop: config.operation.nccl_name(),
-        generations: config.generations,
-        faults,
-        rows: rows
-            .iter()
-            .map(|row| GenerationJson {
-                generation: row.generation,
-                ok_ranks: &row.ok_ranks,
-                error: row.shared_error(),
-                errors: row
-                    .errors
-                    .iter()
-                    .map(|(rank, message)| ErrorJson {
-                        rank: *rank,
-                        message,
-                    })
-                    .collect(),
-                agreed: row.agreed(),
-                wrong: row.wrong,
-                moved: row.moved,
-                lower_bound: row.lower_bound,
-                notes: &row.notes,
-            })
-            .collect(),
     };
     serde_json::to_value(document).unwrap_or(Value::Null)
 }

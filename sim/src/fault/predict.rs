@@ -1,0 +1,250 @@
+//! The one outcome predictor: what every rank of a generation receives from a communicator over
+//! a [`FaultyDevice`](super::FaultyDevice), given the plan and the operations the ranks asked
+//! for, when nothing aborts the communicator. The model checkers, the fuzz targets and the tests
+//! all check against it.
+//!
+//! The order of precedence is on [`FaultPlan::predict`].
+
+use super::error::{drop_panic, injected_panic};
+use super::{DropTarget, FaultAction, FaultPlan, FaultPoint, FaultSite, FaultSpec, FaultyError};
+use ruccl_core::{NativeCollectiveError, Phase, ReduceOperation, RingSchedule};
+use std::convert::Infallible;
+
+/// One generation of calls, as the predictor sees it.
+#[derive(Clone, Copy, Debug)]
+pub struct GenerationCalls<'a> {
+    /// The decorator's generation: how many times each rank prepared before (see
+    /// [Generations](super#generations)).
+    pub device_generation: u64,
+    /// The communicator's generation, which a `ReductionMismatch` names. The same as
+    /// `device_generation` for a decorator and a communicator that start together.
+    pub communicator_generation: u64,
+    /// The operation each rank asks for, in rank order; the world is its length.
+    pub operations: &'a [ReduceOperation],
+}
+
+impl<'a> GenerationCalls<'a> {
+    /// Generation `generation` of a decorator and a communicator that started together, rank `r`
+    /// asking for `operations[r]`.
+    pub fn new(generation: u64, operations: &'a [ReduceOperation]) -> Self {
+        Self {
+            device_generation: generation,
+            communicator_generation: generation,
+            operations,
+        }
+    }
+}
+
+/// What every rank of one generation receives.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// Every rank gets the generation's reduction.
+    Delivered {
+        /// `armed[r]`: rank `r`'s output panics when dropped (a `drop:what=output` fault).
+        armed: Vec<bool>,
+    },
+    /// Every rank gets this error, to the letter.
+    Failed(NativeCollectiveError),
+}
+
+impl Outcome {
+    /// The error, for a failing generation.
+    pub fn error(&self) -> Option<&NativeCollectiveError> {
+        match self {
+            Outcome::Failed(error) => Some(error),
+            Outcome::Delivered { .. } => None,
+        }
+    }
+}
+
+impl FaultPlan {
+    /// What every rank of the generation `calls` describes receives, when nothing aborts the
+    /// communicator.
+    ///
+    /// The core and the decorator meet faults in this order, and the first one met is the
+    /// generation's error (within one site, the first spec of the plan that applies wins, as in the
+    /// decorator — [`FaultPlan::first`]):
+    ///
+    /// 1. the ranks asked for different operations → `ReductionMismatch` (it beats every fault: the
+    ///    last arriver checks agreement before it runs anything);
+    /// 2. the lowest rank whose `prepare` is hit → that rank's `Device` or `Panicked` error;
+    /// 3. `begin`, then each `exchange` step in order → the first hit;
+    /// 4. `finish`: an injected panic; otherwise, if a `drop:what=work` fault armed the work, its
+    ///    panic — `finish` consumes the work and drops it, also on the way out of an injected
+    ///    `finish` *error*, whose return the panic replaces (during an injected panic the armed
+    ///    work stays quiet); otherwise an injected error;
+    /// 5. an `outputs` fault with a count other than the world → `OutputCount`;
+    /// 6. the lowest rank whose prepared input is armed → `Panicked` in the drop of the prepared
+    ///    inputs (after the ring, which has delivered nothing yet);
+    /// 7. otherwise every rank gets the reduction, its output armed where a `drop:what=output` fault
+    ///    names its rank (a panicking output drop fails nothing: whoever drops it pays).
+    pub fn predict(&self, calls: &GenerationCalls<'_>) -> Outcome {
+        let world = calls.operations.len();
+        let generation = calls.device_generation;
+        if let Some((first, rest)) = calls.operations.split_first() {
+            if rest.iter().any(|operation| operation != first) {
+                return Outcome::Failed(NativeCollectiveError::ReductionMismatch {
+                    generation: calls.communicator_generation,
+                    operations: calls.operations.to_vec(),
+                });
+            }
+        }
+        // An error-or-panic fault that strikes `point`: the call of `rank` (`None`: of every rank).
+        let struck = |point: FaultPoint, rank: Option<usize>| {
+            let spec = self.first(rank, generation, |site| site.strikes(point))?;
+            spec.site
+                .action()
+                .map(|action| failure(&spec, action, point, rank, generation))
+        };
+        for rank in 0..world {
+            if let Some(error) = struck(FaultPoint::Prepare, Some(rank)) {
+                return Outcome::Failed(error);
+            }
+        }
+        if let Some(error) = struck(FaultPoint::Begin, None) {
+            return Outcome::Failed(error);
+        }
+        for step in 0..RingSchedule::new(world, 0).step_count() {
+            if let Some(error) = struck(FaultPoint::Exchange { step }, None) {
+                return Outcome::Failed(error);
+            }
+        }
+        let finish = self.first(None, generation, |site| site.strikes(FaultPoint::Finish));
+        let work_armed = self
+            .first(None, generation, |site| {
+                *site == FaultSite::Drop(DropTarget::Work)
+            })
+            .is_some();
+        match finish.and_then(|spec| spec.site.action().map(|action| (spec, action))) {
+            Some((spec, FaultAction::Panic)) => {
+                return Outcome::Failed(failure(
+                    &spec,
+                    FaultAction::Panic,
+                    FaultPoint::Finish,
+                    None,
+                    generation,
+                ));
+            }
+            _ if work_armed => {
+                return Outcome::Failed(NativeCollectiveError::Panicked {
+                    phase: Phase::Finish,
+                    rank: None,
+                    message: drop_panic(DropTarget::Work.victim(), None, generation),
+                });
+            }
+            Some((spec, action)) => {
+                return Outcome::Failed(failure(
+                    &spec,
+                    action,
+                    FaultPoint::Finish,
+                    None,
+                    generation,
+                ));
+            }
+            None => {}
+        }
+        let outputs = self.first(None, generation, |site| {
+            matches!(site, FaultSite::Outputs { .. })
+        });
+        if let Some(FaultSite::Outputs { count }) = outputs.map(|spec| spec.site) {
+            if count != world {
+                return Outcome::Failed(NativeCollectiveError::OutputCount {
+                    expected: world,
+                    actual: count,
+                });
+            }
+        }
+        let armed = |target: DropTarget, rank: usize| {
+            self.first(Some(rank), generation, |site| {
+                *site == FaultSite::Drop(target)
+            })
+            .is_some()
+        };
+        if let Some(rank) = (0..world).find(|&rank| armed(DropTarget::Prepared, rank)) {
+            return Outcome::Failed(NativeCollectiveError::Panicked {
+                phase: Phase::DropPrepared,
+                rank: None,
+                message: drop_panic(DropTarget::Prepared.victim(), Some(rank), generation),
+            });
+        }
+        Outcome::Delivered {
+            armed: (0..world)
+                .map(|rank| armed(DropTarget::Output, rank))
+                .collect(),
+        }
+    }
+}
+
+/// The error every rank receives when `action` strikes `point` for `spec`; `rank` is the
+/// rank of the call (per-rank sites), which the core names too.
+fn failure(
+    spec: &FaultSpec,
+    action: FaultAction,
+    point: FaultPoint,
+    rank: Option<usize>,
+    generation: u64,
+) -> NativeCollectiveError {
+    // The decorator attributes a shared call's fault to the spec's rank, in its message only.
+    let attributed = if spec.site.is_per_rank() {
+        rank
+    } else {
+        spec.rank
+    };
+    let phase = match point {
+        FaultPoint::Prepare => Phase::Prepare,
+        FaultPoint::Begin => Phase::Begin,
+        FaultPoint::Exchange { step } => Phase::Exchange { step },
+        FaultPoint::Finish => Phase::Finish,
+    };
+    match action {
+        FaultAction::Error => NativeCollectiveError::Device {
+            phase,
+            rank,
+            message: FaultyError::<Infallible>::Injected {
+                point,
+                rank: attributed,
+                generation,
+            }
+            .to_string(),
+        },
+        FaultAction::Panic => NativeCollectiveError::Panicked {
+            phase,
+            rank,
+            message: injected_panic(point, attributed, generation),
+        },
+    }
+}
+
+/// One fault at every site the decorator has, each in `generation`, for a world of `world`: an
+/// error and a panic in `prepare` on every rank, in `begin`, at every `exchange` step and in
+/// `finish`; too few and too many outputs; a panicking drop of the work, and of a prepared input
+/// and of an output on every rank. Used one at a time, they cover every path a fault can take.
+pub fn every_site(world: usize, generation: u64) -> Vec<FaultSpec> {
+    let mut specs = Vec::new();
+    let at = |site: FaultSite| FaultSpec::new(site).in_generation(generation);
+    for action in [FaultAction::Error, FaultAction::Panic] {
+        for rank in 0..world {
+            specs.push(at(FaultSite::Prepare(action)).on_rank(rank));
+        }
+        specs.push(at(FaultSite::Begin(action)));
+        for step in 0..RingSchedule::new(world, 0).step_count() {
+            specs.push(at(FaultSite::Exchange {
+                step: Some(step),
+                action,
+            }));
+        }
+        specs.push(at(FaultSite::Finish(action)));
+    }
+    for count in [0, world.saturating_sub(1), world + 1] {
+        if count != world {
+            specs.push(at(FaultSite::Outputs { count }));
+        }
+    }
+    specs.push(at(FaultSite::Drop(DropTarget::Work)));
+    for rank in 0..world {
+        specs.push(at(FaultSite::Drop(DropTarget::Prepared)).on_rank(rank));
+        specs.push(at(FaultSite::Drop(DropTarget::Output)).on_rank(rank));
+    }
+    specs.dedup();
+    specs
+}

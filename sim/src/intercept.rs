@@ -1,0 +1,206 @@
+//! [`Intercepted`]: the one shape of every pass-through decorator — wrap any device, intercept
+//! some of its calls, pass the rest straight on.
+//!
+//! An [`Intercept`] lists the calls of [`NativeCollectiveDevice`] and [`HostTensors`], each
+//! given the wrapped device, and each defaulting to passing the call on unchanged; an
+//! implementation overrides only the calls it is about. [`Intercepted`] makes it a device with
+//! the wrapped device's own tensors, inputs and errors. The trait is spelled out here once, so a
+//! change to it is made here (and in the intercepts that override the changed call), not in every
+//! decorator.
+//!
+//! ```
+//! use ruccl_core::{DeviceId, NativeCollectiveDevice};
+//! use ruccl_sim::{Intercept, Intercepted, SimDevice};
+//!
+//! /// Counts nothing, changes nothing: the smallest intercept.
+//! #[derive(Clone)]
+//! struct Transparent;
+//!
+//! impl<D: NativeCollectiveDevice> Intercept<D> for Transparent {}
+//!
+//! let device = Intercepted::with(SimDevice::new(), Transparent);
+//! assert_eq!(device.inner().threads(), SimDevice::new().threads());
+//! ```
+//!
+//! Users here: [`TracingDevice`](crate::TracingDevice) (times every call), the model checkers'
+//! held ring, and the deliberately wrong devices of the tests. The fault decorator
+//! [`FaultyDevice`](crate::FaultyDevice) is the exception: it wraps the device's values
+//! themselves (to make them panic when dropped, or to hand back phantom outputs), so it
+//! implements the trait in full.
+
+use crate::host::{ElementType, HostTensors, HostValues};
+use ruccl_core::{DeviceId, NativeCollectiveDevice, ReduceOperation};
+use std::ops::Range;
+
+/// What a decorator does around the calls of the device `D` it wraps. Every method is given the
+/// wrapped device (`inner`) and by default passes the call on unchanged.
+pub trait Intercept<D: NativeCollectiveDevice>: Clone + Send + Sync + 'static {
+    /// [`NativeCollectiveDevice::prepare`].
+    fn prepare(
+        &self,
+        inner: &D,
+        tensor: D::Tensor,
+        device: DeviceId,
+    ) -> Result<D::Prepared, D::Error> {
+        inner.prepare(tensor, device)
+    }
+
+    /// [`NativeCollectiveDevice::begin`].
+    fn begin(
+        &self,
+        inner: &D,
+        devices: &[DeviceId],
+        inputs: &[D::Prepared],
+        operation: ReduceOperation,
+    ) -> Result<D::Work, D::Error> {
+        inner.begin(devices, inputs, operation)
+    }
+
+    /// [`NativeCollectiveDevice::exchange`]; `step` counts the generation's exchanges from 0.
+    fn exchange(
+        &self,
+        inner: &D,
+        work: &mut D::Work,
+        step: usize,
+        ranges: &[Range<usize>],
+        reduce: bool,
+    ) -> Result<(), D::Error> {
+        let _ = step;
+        inner.exchange(work, ranges, reduce)
+    }
+
+    /// [`NativeCollectiveDevice::finish`].
+    fn finish(
+        &self,
+        inner: &D,
+        work: D::Work,
+        operation: ReduceOperation,
+    ) -> Result<Vec<D::Tensor>, D::Error> {
+        inner.finish(work, operation)
+    }
+
+    /// [`HostTensors::upload`].
+    fn upload(
+        &self,
+        inner: &D,
+        device: DeviceId,
+        values: &HostValues,
+    ) -> Result<D::Tensor, D::Error>
+    where
+        D: HostTensors,
+    {
+        inner.upload(device, values)
+    }
+
+    /// [`HostTensors::download`].
+    fn download(&self, inner: &D, tensor: &D::Tensor) -> Result<HostValues, D::Error>
+    where
+        D: HostTensors,
+    {
+        inner.download(tensor)
+    }
+}
+
+/// The device `D` with the calls `I` intercepts: `D`'s tensors, prepared inputs and errors, and
+/// `D`'s work with a step counter beside it.
+#[derive(Clone, Debug, Default)]
+pub struct Intercepted<D, I> {
+    inner: D,
+    intercept: I,
+}
+
+impl<D, I> Intercepted<D, I> {
+    /// `inner`, with its calls going through `intercept`.
+    pub fn with(inner: D, intercept: I) -> Self {
+        Self { inner, intercept }
+    }
+
+    /// The wrapped device.
+    pub fn inner(&self) -> &D {
+        &self.inner
+    }
+
+    /// The intercept.
+    pub fn intercept(&self) -> &I {
+        &self.intercept
+    }
+}
+
+/// The work of an [`Intercepted`] device: the wrapped device's, and the number of the next
+/// exchange.
+#[derive(Debug)]
+pub struct InterceptedWork<W> {
+    inner: W,
+    next_step: usize,
+}
+
+impl<W> InterceptedWork<W> {
+    /// The wrapped device's work.
+    pub fn inner(&self) -> &W {
+        &self.inner
+    }
+}
+
+impl<D: NativeCollectiveDevice, I: Intercept<D>> NativeCollectiveDevice for Intercepted<D, I> {
+    type Tensor = D::Tensor;
+    type Prepared = D::Prepared;
+    type Work = InterceptedWork<D::Work>;
+    type Error = D::Error;
+
+    fn prepare(&self, tensor: D::Tensor, device: DeviceId) -> Result<D::Prepared, D::Error> {
+        self.intercept.prepare(&self.inner, tensor, device)
+    }
+
+    fn begin(
+        &self,
+        devices: &[DeviceId],
+        inputs: &[D::Prepared],
+        operation: ReduceOperation,
+    ) -> Result<Self::Work, D::Error> {
+        let inner = self
+            .intercept
+            .begin(&self.inner, devices, inputs, operation)?;
+        Ok(InterceptedWork {
+            inner,
+            next_step: 0,
+        })
+    }
+
+    fn elements(&self, work: &Self::Work) -> usize {
+        self.inner.elements(&work.inner)
+    }
+
+    fn exchange(
+        &self,
+        work: &mut Self::Work,
+        ranges: &[Range<usize>],
+        reduce: bool,
+    ) -> Result<(), D::Error> {
+        let step = work.next_step;
+        work.next_step += 1;
+        self.intercept
+            .exchange(&self.inner, &mut work.inner, step, ranges, reduce)
+    }
+
+    fn finish(
+        &self,
+        work: Self::Work,
+        operation: ReduceOperation,
+    ) -> Result<Vec<D::Tensor>, D::Error> {
+        self.intercept.finish(&self.inner, work.inner, operation)
+    }
+}
+
+impl<D: HostTensors, I: Intercept<D>> HostTensors for Intercepted<D, I> {
+    fn upload(&self, device: DeviceId, values: &HostValues) -> Result<D::Tensor, D::Error> {
+        self.intercept.upload(&self.inner, device, values)
+    }
+
+    fn download(&self, tensor: &D::Tensor) -> Result<HostValues, D::Error> {
+        self.intercept.download(&self.inner, tensor)
+    }
+
+    fn supports(&self, element_type: ElementType, operation: ReduceOperation) -> bool {
+        self.inner.supports(element_type, operation)
+    }
+}
