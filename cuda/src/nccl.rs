@@ -10,7 +10,7 @@ use crate::buffer::DeviceBuffer;
 use crate::error::{CudaError, DriverResultExt};
 use crate::host::{from_bytes, to_bytes};
 use crate::probe::probe;
-use cudarc::driver::{CudaContext, CudaStream, result as driver};
+use cudarc::driver::{CudaContext, CudaStream};
 use cudarc::nccl::{result, sys};
 use ruccl_core::ElementType;
 use ruccl_core::{DeviceId, ReduceOperation, RingSchedule};
@@ -175,7 +175,7 @@ impl NcclBaseline {
         result::group_start().map_err(nccl("ncclGroupStart"))?;
         let mut queued = Ok(());
         for ((comm, stream), buffer) in self.comms.iter().zip(&self.streams).zip(buffers) {
-            let address = buffer.address_at(0) as *mut std::ffi::c_void;
+            let address = buffer.base_address() as *mut std::ffi::c_void;
             // SAFETY: `address` holds `count` elements of `element_type` on this comm's GPU
             // (allocated in its primary context, owned by `stream`); send and receive alias,
             // which NCCL supports (in place). The host waits for `stream` below before the
@@ -212,7 +212,7 @@ impl NcclBaseline {
 impl Drop for NcclBaseline {
     fn drop(&mut self) {
         for stream in &self.streams {
-            stream.context().record_err(stream.synchronize());
+            crate::context::complete(stream).defer_into(stream.context());
         }
         for &comm in &self.comms {
             // SAFETY: each communicator came from `ncclCommInitAll` and is destroyed once, after
@@ -223,36 +223,11 @@ impl Drop for NcclBaseline {
 }
 
 fn upload(stream: &Arc<CudaStream>, bytes: &[u8]) -> Result<DeviceBuffer, CudaError> {
-    let buffer = DeviceBuffer::alloc(stream, bytes.len(), DeviceId::new(0))?;
-    if !bytes.is_empty() {
-        stream
-            .context()
-            .bind_to_thread()
-            .during("cuCtxSetCurrent", None)?;
-        // SAFETY: the buffer holds `bytes.len()` bytes in the stream's context; the host slice
-        // lives until the synchronisation below.
-        unsafe { driver::memcpy_htod_async(buffer.address_at(0), bytes, stream.cu_stream()) }
-            .during("cuMemcpyHtoDAsync", None)?;
-        stream.synchronize().during("cuStreamSynchronize", None)?;
-    }
-    Ok(buffer)
+    crate::buffer::upload_bytes(stream, bytes, DeviceId::new(0))
 }
 
 fn download(buffer: &DeviceBuffer) -> Result<Vec<u8>, CudaError> {
-    let mut bytes = vec![0_u8; buffer.bytes()];
-    if !bytes.is_empty() {
-        let stream = buffer.stream();
-        stream
-            .context()
-            .bind_to_thread()
-            .during("cuCtxSetCurrent", None)?;
-        // SAFETY: the buffer holds `bytes.len()` bytes; the copy follows all work queued on its
-        // owner stream, and the host vector lives until the synchronisation below.
-        unsafe { driver::memcpy_dtoh_async(&mut bytes, buffer.address_at(0), stream.cu_stream()) }
-            .during("cuMemcpyDtoHAsync", None)?;
-        stream.synchronize().during("cuStreamSynchronize", None)?;
-    }
-    Ok(bytes)
+    crate::buffer::download_bytes(buffer, DeviceId::new(0))
 }
 
 fn data_type(element_type: ElementType) -> sys::ncclDataType_t {

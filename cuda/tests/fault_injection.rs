@@ -12,7 +12,6 @@ use ruccl_cuda::{CudaCollective, CudaConfig, DeviceMap};
 use ruccl_sim::fault::{FaultPlan, FaultyDevice};
 use ruccl_sim::host::{HostTensors, HostValues};
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::time::Duration;
 
 const WORLD: usize = 3;
 const LENGTH: usize = 100_003;
@@ -59,7 +58,7 @@ fn run(cuda: &CudaCollective, plan: FaultPlan) -> Vec<Vec<Result<HostValues, Str
                                     rank,
                                     tensor,
                                     ReduceOperation::Sum,
-                                    Duration::from_secs(60),
+                                    common::COLLECTIVE_TIMEOUT,
                                 )
                                 .map_err(|error| error.to_string())?;
                             let values = device.download(&output).map_err(|e| e.to_string());
@@ -85,6 +84,7 @@ fn run(cuda: &CudaCollective, plan: FaultPlan) -> Vec<Vec<Result<HostValues, Str
 
 #[test]
 fn a_fault_at_any_site_fails_one_generation_on_every_rank_and_the_next_one_is_exact() {
+    let _watchdog = common::watchdog("fault_injection");
     let Some(_) = common::gpus("fault_injection") else {
         return;
     };
@@ -146,6 +146,7 @@ fn a_fault_at_any_site_fails_one_generation_on_every_rank_and_the_next_one_is_ex
 
 #[test]
 fn the_decorator_with_an_empty_plan_is_transparent_to_the_conformance_suite() {
+    let _watchdog = common::watchdog("fault_transparent");
     let Some(_) = common::gpus("fault_transparent") else {
         return;
     };
