@@ -1,38 +1,76 @@
 #!/usr/bin/env bash
-# gpu-check.sh — check ruccl-cuda on real GPUs, in two halves:
+# gpu-check.sh — check ruccl-cuda on real GPUs, in two halves, plus a rehearsal:
 #
-#   gpu-check.sh build   on a machine with Rust (no GPU needed): builds the hardware test
-#                        binaries and the perf tool, ruccl-perf with its CUDA backend and NCCL
-#                        baseline (release, stripped), into cuda/.gpu-bundle/
-#   gpu-check.sh run     on the GPU machine (no Rust, no network needed): runs them from the
-#                        bundle, prints a summary, exits non-zero on any failure
+#   gpu-check.sh build     on a machine with Rust (no GPU needed): builds the test binaries and
+#                          the perf binary (release, stripped) into cuda/.gpu-bundle/
+#   gpu-check.sh run       on the GPU machine (no Rust, no network needed): runs the bundle in
+#                          hardware mode, prints a summary, exits non-zero on any failure
+#   gpu-check.sh dry-run   here, without a GPU: the same flow on this checkout's debug test
+#                          binaries (built by `cargo test` if needed); every hardware step is
+#                          reported as skipped, the summary is printed, exit 0. CI runs this.
 #
 # The GPU machine of this project has the NVIDIA driver, nvcc and python3 with PyTorch, but no
 # Rust toolchain, so the binaries are built here and carried there (the device tool's `carry`:
-# ["cuda/.gpu-bundle"]); `run` needs only bash, coreutils and the driver. It finishes in well
-# under 8 minutes on one H200 (each step has its own timeout).
+# ["cuda/.gpu-bundle"]); `run` needs only bash, coreutils and the driver.
 #
-# What `run` does, in order (each step's output is also kept in $RUCCL_GPU_LOG, default
-# /tmp/ruccl-gpu-check):
-#   1. unit        the crate's own tests (PTX/source checks, probe, mapping, tables) on the GPU host
-#   2. hardware    exact all-reduce for every type and operation on every map, exchange ordering,
-#                  generations chained on the device, validation, contexts, peer access, NVRTC
-#   3. conformance the sim crate's conformance suite: logical ranks on each GPU; across GPUs if
-#                  there are several
-#   4. faults      the sim crate's fault decorator and fault trial around the executor, every
-#                  fault site, checked against the sim crate's outcome predictor
-#   5. nvcc        (if nvcc exists) the kernel source compiled by nvcc for sm_90, and step 2's
-#                  main test re-run on that PTX
-#   6. perf        ruccl-perf --backend cuda: nccl-tests-style sweep (float sum, 1 KiB .. 256 MiB),
-#                  a short all-types/all-ops correctness sweep, and with >= 2 GPUs the NCCL
-#                  baseline
+# What `run` does, in order, each step under its own limit, every limit clipped by one global
+# deadline (RUCCL_GPU_CHECK_DEADLINE seconds, default 450: well inside a 10-minute command, with
+# room for the summary); a step the deadline leaves no time for is reported `skipped (deadline)`:
+#   probe          the topology: GPUs, the context each logical rank got, peer access, NVRTC
+#   unit           the crate's own tests (PTX/source checks, probe, mapping, tables)
+#   hardware       exact all-reduce for every type and operation on every map, exchange ordering,
+#                  generations chained on the device, validation, contexts, the caller's context,
+#                  deferred errors, peer access, NVRTC
+#   conformance    the sim crate's conformance suite: logical ranks on each GPU; across GPUs too
+#   faults         the sim crate's fault decorator around the executor, every fault site
+#   perf           nccl-tests-style sweep (float sum, 1 KiB .. 256 MiB)
+#   nvcc-compile   the kernel source compiled by nvcc for compute_90 ...
+#   nvcc-kernels   ... and the hardware test's main case re-run on that PTX
+#   perf-all-types a short all-types/all-ops correctness sweep (with >= 2 GPUs, the NCCL baseline)
 #
-# Environment for `run`: RUCCL_CUDA_LOGICAL_RANKS (default 8), RUCCL_CUDA_CONFORMANCE=quick,
-# RUCCL_GPU_LOG. Every hardware test runs with RUCCL_CUDA_REQUIRE_GPU=1: no GPU is a failure.
+# Hardware mode sets RUCCL_CUDA_REQUIRE_HARDWARE=1: a missing GPU, a refused context (no fallback
+# to the shared primary context), a missing kernel or NVRTC, and any skipped test FAIL the run;
+# only `SKIP (allowed):` cases pass (a case that does not apply to the machine, like peer access
+# with one GPU, or a typed mismatch of its software, like an NVRTC newer than the driver). Every
+# step that is not `ok` fails the run, a step cut by the deadline included.
+#
+# The summary is always printed, also when the script is interrupted (INT/TERM) or a step hangs
+# (each test binary also has a per-test watchdog, RUCCL_CUDA_TEST_TIMEOUT, set below the step's
+# limit): step names, status, time, test counts, skips, and the first failure text of each failed
+# step. Logs go to RUCCL_GPU_LOG (default $TMPDIR/ruccl-gpu-check); when $OUT is set, the summary
+# is written to $OUT/gpu-check-summary.txt and every log is packed into $OUT/gpu-check-logs.tar.gz.
+#
+# Other knobs for `run`: RUCCL_CUDA_LOGICAL_RANKS (default 8), RUCCL_CUDA_CONFORMANCE=quick,
+# RUCCL_CUDA_CONTEXTS=shared, RUCCL_CUDA_KERNELS, RUCCL_GPU_CHECK_VERBOSE=1 (echo every log).
 set -uo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+workspace=$(cd "$here/.." && pwd)
 bundle=${RUCCL_GPU_BUNDLE:-$here/.gpu-bundle}
+
+# test_binaries CARGO_ARGS...: build the crate's test harnesses with `cargo test --no-run` and
+# print `key path` for each one the check runs (unit, hardware, conformance, faults), read from
+# cargo's `Executable` lines.
+test_binaries() {
+    local output
+    if ! output=$(cd "$workspace" && cargo test -p ruccl-cuda --lib --tests --no-run "$@" 2>&1); then
+        printf '%s\n' "$output" >&2
+        return 1
+    fi
+    printf '%s\n' "$output" |
+        sed -nE -e 's/^ *Executable unittests src\/lib\.rs \((.*)\)$/unit \1/p' \
+            -e 's/^ *Executable tests\/([a-z_]+)\.rs \((.*)\)$/\1 \2/p' |
+        while read -r name path; do
+            case "$name" in
+            unit) ;;
+            fault_injection) name=faults ;;
+            hardware | conformance) ;;
+            *) continue ;;
+            esac
+            [[ "$path" == /* ]] || path=$workspace/$path
+            echo "$name $path"
+        done
+}
 
 build() {
     set -e
@@ -40,8 +78,7 @@ build() {
         echo "gpu-check build: this machine is $(uname -m); the GPU machine is x86_64. Build on x86_64." >&2
         exit 1
     fi
-    local workspace target
-    workspace=$(cd "$here/.." && pwd)
+    local target
     target=${CARGO_TARGET_DIR:-$workspace/target/cuda}
     export CARGO_TARGET_DIR=$target
     # Small binaries for the trip: no debug info, symbols stripped (release and bench profiles:
@@ -50,46 +87,20 @@ build() {
     export CARGO_PROFILE_BENCH_DEBUG=false CARGO_PROFILE_BENCH_STRIP=symbols
     rm -rf "$bundle"
     mkdir -p "$bundle/bin" "$bundle/kernels"
-    local tests_json perf_json
-    tests_json=$(mktemp)
-    perf_json=$(mktemp)
-    (cd "$workspace" && cargo test -p ruccl-cuda --release --lib --tests --no-run \
-        --message-format=json-render-diagnostics >"$tests_json")
-    (cd "$workspace" && cargo build -p ruccl-perf --release --features nccl \
-        --bin ruccl-perf --message-format=json-render-diagnostics >"$perf_json")
-    # Pick the executables out of cargo's JSON messages: test harnesses (profile.test) named
-    # after their target, and the perf binary.
-    python3 - "$tests_json" "$perf_json" "$bundle/bin" <<'PY'
-import json, shutil, sys, os
-tests_json, perf_json, out = sys.argv[1:4]
-wanted = {"ruccl_cuda": "unit", "hardware": "hardware", "conformance": "conformance",
-          "fault_injection": "faults", "ruccl-perf": "ruccl-perf"}
-found = {}
-for path in (tests_json, perf_json):
-    for line in open(path):
-        try:
-            message = json.loads(line)
-        except ValueError:
-            continue
-        if message.get("reason") != "compiler-artifact" or not message.get("executable"):
-            continue
-        manifest = message.get("manifest_path", "")
-        name = message["target"]["name"]
-        is_test = message["profile"]["test"]
-        key = wanted.get(name)
-        if key is None or (key == "ruccl-perf") == is_test:
-            continue
-        if not manifest.endswith("/perf/Cargo.toml" if key == "ruccl-perf" else "/cuda/Cargo.toml"):
-            continue
-        found[key] = message["executable"]
-missing = sorted(set(wanted.values()) - set(found))
-if missing:
-    sys.exit(f"gpu-check build: cargo produced no executable for {missing}")
-for key, source in sorted(found.items()):
-    shutil.copy2(source, os.path.join(out, key))
-    print(f"  {key:16} <- {source}")
-PY
-    rm -f "$tests_json" "$perf_json"
+    local binaries name path
+    binaries=$(test_binaries --release)
+    (cd "$workspace" && cargo build -p ruccl-cuda --release --features nccl --bin ruccl-cuda-perf)
+    binaries+=$'\n'"ruccl-cuda-perf $target/release/ruccl-cuda-perf"
+    while read -r name path; do
+        cp "$path" "$bundle/bin/$name"
+        printf '  %-16s <- %s\n' "$name" "$path"
+    done <<<"$binaries"
+    for name in unit hardware conformance faults ruccl-cuda-perf; do
+        [[ -x "$bundle/bin/$name" ]] || {
+            echo "gpu-check build: cargo produced no executable for $name" >&2
+            exit 1
+        }
+    done
     cp "$here"/kernels/*.cu "$here"/kernels/*.cuh "$here"/kernels/*.ptx "$bundle/kernels/"
     cp "$here/gpu-check.sh" "$bundle/gpu-check.sh"
     {
@@ -97,144 +108,378 @@ PY
         echo "commit:    $(git -C "$workspace" rev-parse --short HEAD 2>/dev/null || echo unknown)$(git -C "$workspace" diff --quiet 2>/dev/null || echo ' (with uncommitted changes)')"
         echo "rustc:     $(rustc --version)"
         echo "glibc:     $(ldd --version 2>/dev/null | head -n1)"
-        echo "cudarc:    0.19, cuda-13000 bindings, dynamic loading; ruccl-perf built with feature nccl"
+        echo "cudarc:    0.19, cuda-13000 bindings, dynamic loading; perf built with feature nccl"
     } >"$bundle/MANIFEST"
     echo "gpu-check build: bundle ready in $bundle ($(du -sh "$bundle" | cut -f1))"
     cat "$bundle/MANIFEST"
 }
 
-# --- run ---------------------------------------------------------------------------------------
+# --- the check (run and dry-run) ---------------------------------------------------------------
 
-declare -a step_names=() step_results=() step_seconds=()
-log_dir=${RUCCL_GPU_LOG:-/tmp/ruccl-gpu-check}
+mode=""                                  # hardware | dry-run
+deadline=${RUCCL_GPU_CHECK_DEADLINE:-450} # seconds for the whole check
+reserve=20                               # of which kept for the summary and the packing
+log_dir=${RUCCL_GPU_LOG:-${TMPDIR:-/tmp}/ruccl-gpu-check}
+declare -a step_names=() step_statuses=() step_seconds=()
+declare -A binary=()
+current_pid="" current_step="" current_started=0 interrupted="" finished=0 completed=0
+check_started=$SECONDS
 
-# step NAME TIMEOUT_SECONDS COMMAND...: run it, tee its output to the log, record the outcome.
-step() {
+# record NAME STATUS SECONDS
+record() {
+    step_names+=("$1")
+    step_statuses+=("$2")
+    step_seconds+=("$3")
+}
+
+# Whether a recorded status fails the run: in hardware mode anything but `ok` or `n/a`; in a
+# dry run only what ran and failed.
+is_failure() {
+    case "$1" in
+    ok* | n/a*) return 1 ;;
+    skipped*) [[ $mode == hardware ]] ;;
+    *) return 0 ;;
+    esac
+}
+
+# count PATTERN LOG: occurrences of a fixed string in the log (0 when there is no log).
+count() {
+    [[ -f "$2" ]] || {
+        echo 0
+        return
+    }
+    grep -oF -- "$1" "$2" | wc -l | tr -d ' '
+}
+
+# tests LOG: `passed failed ignored` summed over libtest's `test result:` lines, or `- - -`.
+tests() {
+    [[ -f "$1" ]] && grep -qE '^test result:' "$1" || {
+        echo "- - -"
+        return
+    }
+    grep -E '^test result:' "$1" | sed -E 's/.* ([0-9]+) passed; ([0-9]+) failed; ([0-9]+) ignored.*/\1 \2 \3/' |
+        awk '{ p += $1; f += $2; i += $3 } END { print p, f, i }'
+}
+
+# first_failure LOG STATUS: the first watchdog line, panic (with its message), error line, or the
+# last lines of the log, on one line, at most 400 characters.
+first_failure() {
+    local log=$1 status=$2 text=""
+    [[ -f "$log" ]] || return 0
+    if [[ "$status" == "TIMED OUT"* ]] && ! grep -q 'TIMEOUT: ' "$log"; then
+        text="hit the step limit; last output: $(tail -n +3 "$log" | tail -n 3)"
+        printf '%.400s' "$(printf '%s' "$text" | tr '\n' ' ' | tr -s ' ')"
+        return 0
+    fi
+    text=$(grep -m1 -o 'TIMEOUT: .*' "$log")
+    [[ -n "$text" ]] || text=$(grep -m1 -A3 -F 'panicked at' "$log" |
+        grep -vE '^(note: |test |stack backtrace:|--$|$| +[0-9]+: | +at )')
+    [[ -n "$text" ]] || text=$(grep -m1 -iE 'error|failed|cannot|refused|not found' "$log")
+    [[ -n "$text" ]] || text="last output: $(tail -n +3 "$log" | tail -n 3)"
+    text=$(printf '%s' "$text" | tr '\n' ' ' | tr -s ' ')
+    printf '%.400s' "$text"
+}
+
+# run_step NAME LIMIT COMMAND...: run COMMAND, its output in $log_dir/NAME.log, under the smaller
+# of LIMIT and what the deadline leaves; record ok, FAILED, TIMED OUT or skipped.
+run_step() {
     local name=$1 limit=$2
     shift 2
-    echo
-    echo "=== $name: $* (limit ${limit}s)"
-    local started=$SECONDS rc
-    timeout --kill-after=10 "$limit" "$@" 2>&1 | tee "$log_dir/$name.log"
-    rc=${PIPESTATUS[0]}
-    step_names+=("$name")
-    step_seconds+=($((SECONDS - started)))
-    if [[ $rc -eq 0 ]]; then
-        step_results+=("ok")
-    elif [[ $rc -eq 124 || $rc -eq 137 ]]; then
-        step_results+=("TIMED OUT")
+    local left=$((deadline - (SECONDS - check_started) - reserve))
+    if ((left < 15)); then
+        printf '=== [%3ss] %s: skipped, the deadline leaves %ss\n' "$((SECONDS - check_started))" "$name" "$left"
+        record "$name" "skipped (deadline)" 0
+        return
+    fi
+    ((limit > left)) && limit=$left
+    local log=$log_dir/$name.log
+    printf '=== [%3ss] %s (limit %ss): %s\n' "$((SECONDS - check_started))" "$name" "$limit" "$*"
+    printf '$ %s\n(limit %ss)\n' "$*" "$limit" >"$log"
+    current_step=$name current_started=$SECONDS
+    # The tests' watchdog fires first, naming the test that hangs.
+    RUCCL_CUDA_TEST_TIMEOUT=$((limit > 40 ? limit - 15 : limit)) \
+        timeout --kill-after=10 "$limit" "$@" >>"$log" 2>&1 &
+    current_pid=$!
+    wait "$current_pid"
+    local rc=$? took=$((SECONDS - current_started))
+    current_pid=""
+    [[ "${RUCCL_GPU_CHECK_VERBOSE:-0}" == 1 ]] && cat "$log"
+    local skips passed status
+    skips=$(count 'SKIP: ' "$log")
+    read -r passed _ _ <<<"$(tests "$log")"
+    if [[ $rc -eq 124 || $rc -eq 137 ]]; then
+        status="TIMED OUT (${limit}s)"
+    elif [[ $rc -ne 0 ]]; then
+        status="FAILED (exit $rc)"
+    elif [[ $mode == hardware && $skips -gt 0 ]]; then
+        status="FAILED ($skips skipped)"
+    elif [[ $skips -gt 0 && "$passed" != - && $skips -ge $passed ]]; then
+        status="skipped (every test skipped)"
     else
-        step_results+=("FAILED (exit $rc)")
+        status=ok
+    fi
+    record "$name" "$status" "$took"
+    printf '    %s in %ss\n' "$status" "$took"
+}
+
+# hardware_step NAME LIMIT COMMAND...: run_step on the GPU machine; in a dry run, reported as
+# skipped without running.
+hardware_step() {
+    if [[ $mode == dry-run ]]; then
+        printf '=== %s: skipped (dry run): %s\n' "$1" "${*:3}"
+        record "$1" "skipped (dry run)" 0
+        return
+    fi
+    run_step "$@"
+}
+
+# The summary: printed last, always (from the EXIT trap), and written to $OUT when it is set.
+summary() {
+    local failed=() i name status log counts passed failures ignored skips allowed
+    echo "=== gpu-check summary: $mode, $((SECONDS - check_started)) s of a ${deadline} s deadline${interrupted:+, INTERRUPTED by $interrupted}"
+    if [[ -f "$bundle/MANIFEST" && $mode == hardware ]]; then
+        sed -n 's/^\(commit\|built\): */bundle \1: /p' "$bundle/MANIFEST"
+    fi
+    # (libtest prints a test's output after its `test name ... `, so markers can start mid-line.)
+    if [[ -f "$log_dir/probe.log" ]] && grep -q 'TOPOLOGY: ' "$log_dir/probe.log"; then
+        grep -o 'TOPOLOGY: .*' "$log_dir/probe.log" | sed 's/^TOPOLOGY: /topology: /'
+    else
+        echo "topology: not probed"
+    fi
+    printf '%-15s %-28s %5s %7s %7s %8s %6s %8s\n' step status time passed failed ignored skips allowed
+    for i in "${!step_names[@]}"; do
+        name=${step_names[$i]} status=${step_statuses[$i]}
+        log=$log_dir/$name.log
+        counts=$(tests "$log")
+        read -r passed failures ignored <<<"$counts"
+        skips=- allowed=-
+        if [[ -f "$log" ]]; then
+            skips=$(count 'SKIP: ' "$log")
+            allowed=$(count 'SKIP (allowed): ' "$log")
+        fi
+        printf '%-15s %-28s %4ss %7s %7s %8s %6s %8s\n' "$name" "$status" "${step_seconds[$i]}" \
+            "$passed" "$failures" "$ignored" "$skips" "$allowed"
+        if is_failure "$status"; then
+            failed+=("$name")
+            [[ "$status" == skipped* ]] || echo "    first failure: $(first_failure "$log" "$status")"
+        fi
+    done
+    if [[ -f "$log_dir/perf.log" ]] && grep -qE '^ +[0-9]+ ' "$log_dir/perf.log"; then
+        echo "perf (float sum):"
+        grep -E '^#? *(size|[0-9]+ )|Avg bus bandwidth|Out of bounds' "$log_dir/perf.log" | head -n 30 | sed 's/^/  /'
+    fi
+    grep -ho 'SKIP (allowed): .*' "$log_dir"/*.log 2>/dev/null | sed 's/^SKIP (allowed): /allowed skip: /' | sort -u | head -n 10
+    echo "logs: $log_dir${OUT:+ (packed: $OUT/gpu-check-logs.tar.gz)}"
+    if ((${#failed[@]} > 0)); then
+        echo "gpu-check: FAILED: ${#failed[@]} of ${#step_names[@]} steps (${failed[*]})"
+    elif [[ -n "$interrupted" ]]; then
+        echo "gpu-check: INTERRUPTED by $interrupted"
+    elif [[ $mode == dry-run ]]; then
+        echo "gpu-check: dry run complete: the flow ran, the hardware steps were skipped"
+    else
+        echo "gpu-check: all ${#step_names[@]} steps passed"
+    fi
+    ((${#failed[@]} == 0))
+}
+
+# Pack every log (large ones cut to their head and tail) into one file under $OUT.
+pack_logs() {
+    [[ -n "${OUT:-}" && -d "${OUT:-}" ]] || return 0
+    local log
+    for log in "$log_dir"/*.log; do
+        [[ -f "$log" ]] || continue
+        if (($(wc -c <"$log") > 4 * 1024 * 1024)); then
+            { head -c 1048576 "$log"; printf '\n[... cut by gpu-check ...]\n'; tail -c 2097152 "$log"; } >"$log.cut"
+            mv "$log.cut" "$log"
+        fi
+    done
+    if command -v tar >/dev/null; then
+        tar -czf "$OUT/gpu-check-logs.tar.gz" -C "$log_dir" --exclude=./lib . 2>/dev/null ||
+            echo "gpu-check: could not pack the logs into $OUT" >&2
+    else
+        for log in "$log_dir"/*.log "$log_dir"/summary.txt; do
+            [[ -f "$log" ]] && { echo "===== $(basename "$log")"; cat "$log"; }
+        done >"$OUT/gpu-check-logs.txt"
     fi
 }
 
-# Put the libraries that only Python wheels ship on the loader path: libnvrtc.so.13 (the NVRTC
-# kernel-source test) and libnccl.so.2 (the NCCL baseline; cudarc looks for the unversioned
-# libnccl.so, so that name is linked to it).
-find_wheel_libraries() {
-    local links=$log_dir/lib
+# The EXIT trap: stop a step still running, print the summary, pack the logs, set the status.
+on_exit() {
+    local rc=$?
+    ((finished)) && return
+    finished=1
+    if [[ -n "$current_pid" ]]; then
+        stop_step
+    fi
+    if ((!completed)) && [[ -z "$interrupted" ]]; then
+        # The script itself stopped early (an error in it, or a failed set-up).
+        record gpu-check "FAILED (script exit $rc)" 0
+    fi
+    [[ -d "$log_dir" ]] || mkdir -p "$log_dir"
+    echo
+    if summary | tee "$log_dir/summary.txt"; then
+        rc=0
+    else
+        rc=1
+    fi
+    [[ -n "$interrupted" ]] && rc=$([[ $interrupted == INT ]] && echo 130 || echo 143)
+    if [[ -n "${OUT:-}" && -d "${OUT:-}" ]]; then
+        cp "$log_dir/summary.txt" "$OUT/gpu-check-summary.txt" 2>/dev/null
+    fi
+    pack_logs
+    exit "$rc"
+}
+
+# Stop the step that is running (TERM, then KILL after 5 s) and record it as interrupted.
+stop_step() {
+    local pid=$current_pid tries=0
+    current_pid=""
+    kill -TERM "$pid" 2>/dev/null
+    while kill -0 "$pid" 2>/dev/null && ((tries < 10)); do
+        sleep 0.5
+        tries=$((tries + 1))
+    done
+    kill -KILL "$pid" 2>/dev/null
+    wait "$pid" 2>/dev/null
+    record "$current_step" "INTERRUPTED (${interrupted:-exit})" "$((SECONDS - current_started))"
+}
+
+on_signal() {
+    interrupted=$1
+    exit 1 # runs on_exit
+}
+
+# Put the libraries the loader may not find on its path: libnvrtc.so.13 (the NVRTC test) from
+# the CUDA toolkit first, a Python wheel's only where the toolkit has none; libnccl.so.2 (the
+# NCCL baseline; cudarc looks for the unversioned libnccl.so, so that name is linked to it).
+find_libraries() {
+    local links=$log_dir/lib dirs="" name path
     mkdir -p "$links"
-    local found
-    found=$(python3 - <<'PY' 2>/dev/null
-import glob, os, site, sys
-roots = set(site.getsitepackages() + [site.getusersitepackages()])
-roots.update(p for p in sys.path if os.path.isdir(p))
-try:
-    import torch
-    roots.add(os.path.dirname(os.path.dirname(torch.__file__)))
-except Exception:
-    pass
-toolkit = glob.glob("/usr/local/cuda*/lib64") + glob.glob("/usr/local/cuda*/targets/*/lib")
-for name in ("libnvrtc.so.13", "libnccl.so.2"):
-    hits = [hit for root in sorted(roots)
-            for hit in glob.glob(os.path.join(root, "nvidia", "**", name), recursive=True)]
-    hits += [os.path.join(d, name) for d in sorted(toolkit) if os.path.exists(os.path.join(d, name))]
-    if hits:
-        print(name, hits[0])
-PY
-)
-    local dirs=""
-    while read -r name path; do
-        [[ -n "$name" ]] || continue
+    for name in libnvrtc.so.13 libnccl.so.2; do
+        path=$(find_library "$name")
+        if [[ -z "$path" ]]; then
+            echo "  $name: not found"
+            continue
+        fi
+        echo "  $name: $path"
         # The real folder goes on the path (NVRTC finds libnvrtc-builtins beside itself).
         dirs=${dirs:+$dirs:}$(dirname "$path")
         [[ "$name" == libnccl.so.2 ]] && ln -sf "$path" "$links/libnccl.so"
-        echo "  $name: $path"
-    done <<<"$found"
+    done
     export LD_LIBRARY_PATH=$links${dirs:+:$dirs}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 }
 
-run() {
-    [[ -x "$bundle/bin/hardware" ]] || {
-        echo "gpu-check run: no bundle at $bundle; run 'gpu-check.sh build' on a Rust machine first" >&2
-        exit 2
-    }
+# find_library NAME: the toolkit's copy (beside nvcc, or under /usr/local/cuda*), else a Python
+# wheel's (PyTorch's site-packages).
+find_library() {
+    local name=$1 dir nvcc
+    local toolkit=()
+    if nvcc=$(command -v nvcc 2>/dev/null); then
+        nvcc=$(readlink -f "$nvcc")
+        toolkit+=("${nvcc%/bin/nvcc}/lib64" "${nvcc%/bin/nvcc}/targets/x86_64-linux/lib")
+    fi
+    toolkit+=(/usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib /usr/local/cuda-*/lib64 /usr/local/cuda-*/targets/x86_64-linux/lib)
+    for dir in "${toolkit[@]}"; do
+        if [[ -e "$dir/$name" ]]; then
+            readlink -f "$dir/$name"
+            return
+        fi
+    done
+    command -v python3 >/dev/null || return 0
+    python3 - "$name" <<'PY' 2>/dev/null
+import glob, os, site, sys
+name = sys.argv[1]
+roots = set(site.getsitepackages() + [site.getusersitepackages()])
+roots.update(p for p in sys.path if os.path.isdir(p))
+for root in sorted(roots):
+    hits = sorted(glob.glob(os.path.join(root, "nvidia", "**", name), recursive=True))
+    if hits:
+        print(os.path.realpath(hits[0]))
+        break
+PY
+}
+
+check() {
+    mode=$1
+    trap on_exit EXIT
+    trap 'on_signal INT' INT
+    trap 'on_signal TERM' TERM
     rm -rf "$log_dir"
     mkdir -p "$log_dir"
-    local bin=$bundle/bin
-    echo "=== ruccl-cuda gpu-check"
-    cat "$bundle/MANIFEST"
+    local name path
+    if [[ $mode == hardware ]]; then
+        [[ -x "$bundle/bin/hardware" ]] || {
+            echo "gpu-check run: no bundle at $bundle; run 'gpu-check.sh build' on a Rust machine first" >&2
+            exit 2
+        }
+        for name in unit hardware conformance faults ruccl-cuda-perf; do
+            binary[$name]=$bundle/bin/$name
+        done
+        export RUCCL_CUDA_REQUIRE_HARDWARE=1 RUCCL_CUDA_REQUIRE_GPU=1
+    else
+        echo "=== locating this checkout's debug test binaries (cargo test --no-run)"
+        local binaries
+        binaries=$(test_binaries) || {
+            echo "gpu-check dry-run: cargo could not build the tests" >&2
+            exit 1
+        }
+        while read -r name path; do
+            binary[$name]=$path
+        done <<<"$binaries"
+        binary[ruccl-cuda-perf]="ruccl-cuda-perf"
+        unset RUCCL_CUDA_REQUIRE_HARDWARE RUCCL_CUDA_REQUIRE_GPU
+    fi
+    echo "=== ruccl-cuda gpu-check ($mode; deadline ${deadline}s; logs in $log_dir)"
+    [[ $mode == hardware ]] && cat "$bundle/MANIFEST"
     echo "host:      $(uname -srm), $(ldd --version 2>/dev/null | head -n1)"
     local gpus=0
     if command -v nvidia-smi >/dev/null; then
-        nvidia-smi --query-gpu=index,name,driver_version,memory.total --format=csv,noheader \
-            | sed 's/^/gpu:       /'
+        nvidia-smi --query-gpu=index,name,driver_version,memory.total --format=csv,noheader |
+            sed 's/^/gpu:       /'
         gpus=$(nvidia-smi --query-gpu=index --format=csv,noheader | wc -l)
-        nvidia-smi topo -m 2>/dev/null | sed 's/^/topo:      /' | head -n 12
     else
         echo "gpu:       nvidia-smi not found"
     fi
-    echo "libraries from Python wheels:"
-    find_wheel_libraries
-    export RUCCL_CUDA_REQUIRE_GPU=1
+    echo "libraries (toolkit first):"
+    find_libraries
     local threads=(--test-threads=2 --nocapture)
 
-    step unit 60 "$bin/unit" "${threads[@]}"
-    step hardware 240 "$bin/hardware" "${threads[@]}"
-    step conformance 240 "$bin/conformance" "${threads[@]}"
-    step faults 120 "$bin/faults" "${threads[@]}"
-    if command -v nvcc >/dev/null; then
-        local source=$log_dir/ruccl_kernels.cu ptx=$log_dir/ruccl_kernels.nvcc.ptx
-        cat "$bundle/kernels/common.cuh" "$bundle/kernels/combine.cu" "$bundle/kernels/mean.cu" >"$source"
-        step nvcc-compile 120 nvcc -ptx -arch=compute_90 -o "$ptx" "$source"
-        if [[ -s "$ptx" ]]; then
-            step nvcc-kernels 180 env RUCCL_CUDA_KERNELS="$ptx" "$bin/hardware" \
+    run_step probe 60 "${binary[hardware]}" --exact the_topology_report_names_gpus_contexts_and_peer_access \
+        --nocapture --test-threads=1
+    run_step unit 60 "${binary[unit]}" "${threads[@]}"
+    hardware_step hardware 180 "${binary[hardware]}" "${threads[@]}"
+    hardware_step conformance 150 "${binary[conformance]}" "${threads[@]}"
+    hardware_step faults 90 "${binary[faults]}" "${threads[@]}"
+    hardware_step perf 120 "${binary[ruccl-cuda-perf]}" --require-gpu -b 1K -e 256M -f 4 -n 20 -w 5
+    local source=$log_dir/ruccl_kernels.cu ptx=$log_dir/ruccl_kernels.nvcc.ptx
+    if [[ $mode == dry-run ]] || command -v nvcc >/dev/null; then
+        cat "$here/kernels/common.cuh" "$here/kernels/combine.cu" "$here/kernels/mean.cu" >"$source" 2>/dev/null ||
+            cat "$bundle/kernels/common.cuh" "$bundle/kernels/combine.cu" "$bundle/kernels/mean.cu" >"$source"
+        hardware_step nvcc-compile 60 nvcc -ptx -arch=compute_90 -o "$ptx" "$source"
+        if [[ $mode == dry-run || -s "$ptx" ]]; then
+            hardware_step nvcc-kernels 90 env RUCCL_CUDA_KERNELS="$ptx" "${binary[hardware]}" \
                 every_type_and_operation "${threads[@]}"
+        else
+            record nvcc-kernels "skipped (nvcc produced no PTX)" 0
         fi
     else
-        echo "(nvcc not found: the nvcc cross-check is skipped)"
+        record nvcc-compile "skipped (nvcc not found)" 0
+        record nvcc-kernels "skipped (nvcc not found)" 0
     fi
-    step perf 240 "$bin/ruccl-perf" --backend cuda --require-gpu -b 1K -e 256M -f 4 -n 20 -w 5
     local nccl=()
-    [[ $gpus -ge 2 ]] && nccl=(--nccl)
-    step perf-all-types 180 "$bin/ruccl-perf" --backend cuda --require-gpu -d all -o all -b 4 -e 4M -f 64 \
-        -n 3 -w 1 "${nccl[@]}"
-
-    echo
-    echo "=== summary (logs in $log_dir)"
-    local failed=0 i
-    for i in "${!step_names[@]}"; do
-        printf '  %-16s %-18s %4ss\n' "${step_names[$i]}" "${step_results[$i]}" "${step_seconds[$i]}"
-        [[ "${step_results[$i]}" == ok ]] || failed=1
-    done
-    echo "  skips:"
-    grep -h "SKIP" "$log_dir"/*.log | sort | uniq -c | sed 's/^/    /' || echo "    none"
-    echo "  test totals:"
-    grep -hE "^test result:" "$log_dir"/*.log | sed 's/^/    /'
-    echo "  perf (float sum):"
-    grep -E "^ +[0-9]+ |Avg bus bandwidth|Out of bounds" "$log_dir/perf.log" | sed 's/^/    /'
-    if [[ $failed -ne 0 ]]; then
-        echo "gpu-check: FAILED"
-        exit 1
-    fi
-    echo "gpu-check: all steps passed"
+    ((gpus >= 2)) && nccl=(--nccl)
+    hardware_step perf-all-types 90 "${binary[ruccl-cuda-perf]}" --require-gpu -d all -o all -b 4 -e 4M \
+        -f 64 -n 3 -w 1 "${nccl[@]}"
+    completed=1
+    exit 0 # the EXIT trap prints the summary and sets the status
 }
 
 case "${1:-}" in
 build) build ;;
-run) run ;;
+run) check hardware ;;
+dry-run) check dry-run ;;
 *)
-    echo "usage: $0 build|run" >&2
+    echo "usage: $0 build|run|dry-run" >&2
     exit 2
     ;;
 esac

@@ -14,10 +14,18 @@
 //! buffer is either on its owner stream, or on another rank's stream inside one generation (a
 //! peer copy into a scratch buffer, a clone out of an input) — and every generation completes all
 //! its ranks' streams before it releases any buffer (`CudaWork` does so in `finish` and in its
-//! `Drop`). So memory is never freed under queued work. Failures in `drop` cannot be returned; they are recorded in the
-//! context (cudarc's deferred error) and surface on its next call.
+//! `Drop`). So memory is never freed under queued work: dropping drains the context's deferred
+//! error, binds the context and *always* waits for the owner stream before `cuMemFree` (see
+//! `context.rs` for why cudarc's own `synchronize` is not enough). Failures in `drop` cannot be
+//! returned; they are put back into the context (cudarc's deferred error) and surface on its
+//! next call, the earliest first.
+//!
+//! # Bounds
+//! Every address handed to a copy or kernel comes from [`DeviceBuffer::span`], which checks the
+//! byte range against the buffer in every build and returns [`CudaError::BufferOverrun`].
 
-use crate::error::{DriverResultExt, Result};
+use crate::context::{SavedContext, Scoped, bind, complete};
+use crate::error::{CudaError, DriverResultExt, Result};
 use cudarc::driver::{CudaContext, CudaStream, result};
 use ruccl_core::DeviceId;
 use std::sync::Arc;
@@ -25,16 +33,25 @@ use std::sync::Arc;
 /// An owned device allocation of `bytes` bytes in its owner stream's context. A zero-byte buffer
 /// allocates nothing (its address is 0, which is never dereferenced: zero-length copies and
 /// kernels are skipped).
-#[derive(Debug)]
 pub(crate) struct DeviceBuffer {
     /// Device address; 0 exactly when `bytes == 0`.
     address: u64,
     bytes: usize,
-    stream: Arc<CudaStream>,
+    stream: Scoped<Arc<CudaStream>>,
+}
+
+impl std::fmt::Debug for DeviceBuffer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DeviceBuffer")
+            .field("address", &self.address)
+            .field("bytes", &self.bytes)
+            .finish_non_exhaustive()
+    }
 }
 
 impl DeviceBuffer {
-    /// Allocate `bytes` bytes in `stream`'s context, owned by `stream`.
+    /// Allocate `bytes` bytes in `stream`'s context, owned by `stream`. The caller has saved the
+    /// thread's context (the executor's entry points do).
     pub(crate) fn alloc(stream: &Arc<CudaStream>, bytes: usize, device: DeviceId) -> Result<Self> {
         let address = if bytes == 0 {
             0
@@ -51,18 +68,19 @@ impl DeviceBuffer {
         Ok(Self {
             address,
             bytes,
-            stream: Arc::clone(stream),
+            stream: Scoped::new(Arc::clone(stream)),
         })
     }
 
-    /// The device address of byte `offset`. Callers keep `offset <= bytes()`.
-    pub(crate) fn address_at(&self, offset: usize) -> u64 {
-        debug_assert!(
-            offset <= self.bytes,
-            "offset {offset} past {} bytes",
-            self.bytes
-        );
-        self.address + offset as u64
+    /// The device address of the first byte (0 for an empty buffer). Valid for `bytes()` bytes.
+    pub(crate) fn base_address(&self) -> u64 {
+        self.address
+    }
+
+    /// The device address of `len` bytes starting at byte `offset`, checked to lie within the
+    /// buffer (in every build).
+    pub(crate) fn span(&self, offset: usize, len: usize) -> Result<u64> {
+        span_of(self.address, self.bytes, offset, len)
     }
 
     /// The size in bytes.
@@ -86,25 +104,48 @@ impl Drop for DeviceBuffer {
         if self.address == 0 {
             return;
         }
+        let _restore = SavedContext::save();
         let context = self.stream.context();
-        // Complete every queued use before freeing (errors are deferred to the context).
-        context.record_err(self.stream.synchronize());
-        context.record_err(context.bind_to_thread());
-        // SAFETY: `address` came from `cuMemAlloc` in this context and is freed only here; the
-        // owner stream — on which every use of the buffer is ordered — has just been completed.
-        context.record_err(unsafe { result::free_sync(self.address) });
+        // Drain the deferred error, bind, and wait for every queued use — never skipped.
+        let completion = complete(&self.stream);
+        // Free only in the buffer's own context: if it cannot be bound, leaking is the safe
+        // failure.
+        let freed = bind(context).and_then(|()| {
+            // SAFETY: `address` came from `cuMemAlloc` in this context (current: bound above) and
+            // is freed only here; the owner stream — on which every use of the buffer is
+            // ordered — has just been waited for.
+            unsafe { result::free_sync(self.address) }
+        });
+        context.record_err(freed);
+        completion.defer_into(context);
     }
+}
+
+/// The address of `len` bytes at `offset` in an allocation of `size` bytes at `base`, or
+/// [`CudaError::BufferOverrun`] when they do not lie within it.
+fn span_of(base: u64, size: usize, offset: usize, len: usize) -> Result<u64> {
+    let within = offset
+        .checked_add(len)
+        .filter(|&end| end <= size)
+        .and_then(|_| u64::try_from(offset).ok())
+        .and_then(|offset| base.checked_add(offset));
+    within.ok_or(CudaError::BufferOverrun {
+        offset,
+        bytes: len,
+        size,
+    })
 }
 
 /// Queue a copy of `bytes` bytes from `src` at `src_offset` to `dst` at `dst_offset`, on
 /// `stream`. Within one context this is `cuMemcpyDtoDAsync`; between contexts (another GPU, or
 /// another logical rank's context on the same GPU) `cuMemcpyPeerAsync`, which goes over the peer
-/// link when peer access is enabled and is staged by the driver otherwise.
+/// link when peer access is enabled and is staged by the driver otherwise. Both ranges are
+/// checked against their buffers first ([`CudaError::BufferOverrun`]).
 ///
 /// # Safety
-/// Both ranges must lie within their buffers, must not overlap, and the caller must order the
-/// copy (with events) after every earlier write of the source range and every earlier access of
-/// the destination range, and before any later one: the copy runs asynchronously on `stream`.
+/// The ranges must not overlap, and the caller must order the copy (with events) after every
+/// earlier write of the source range and every earlier access of the destination range, and
+/// before any later one: the copy runs asynchronously on `stream`.
 pub(crate) unsafe fn copy_async(
     (dst, dst_offset): (&DeviceBuffer, usize),
     (src, src_offset): (&DeviceBuffer, usize),
@@ -115,17 +156,16 @@ pub(crate) unsafe fn copy_async(
     if bytes == 0 {
         return Ok(());
     }
-    debug_assert!(dst_offset + bytes <= dst.bytes() && src_offset + bytes <= src.bytes());
+    let (dst_address, src_address) = (dst.span(dst_offset, bytes)?, src.span(src_offset, bytes)?);
     stream
         .context()
         .bind_to_thread()
         .during("cuCtxSetCurrent", Some(device))?;
-    let (dst_address, src_address) = (dst.address_at(dst_offset), src.address_at(src_offset));
     let (dst_context, src_context) = (dst.context().cu_ctx(), src.context().cu_ctx());
     if dst_context == src_context {
         // SAFETY: both addresses are live allocations of this context (they belong to buffers
         // borrowed for the call, which outlive the copy because their owner streams are
-        // completed before they are freed), in bounds by the caller's contract.
+        // completed before they are freed), and both ranges were checked in bounds above.
         unsafe { result::memcpy_dtod_async(dst_address, src_address, bytes, stream.cu_stream()) }
             .during("cuMemcpyDtoDAsync", Some(device))
     } else {
@@ -141,5 +181,95 @@ pub(crate) unsafe fn copy_async(
             )
         }
         .during("cuMemcpyPeerAsync", Some(device))
+    }
+}
+
+/// A new buffer on `stream` holding `bytes`, copied from the host; returns once the copy has
+/// completed. The caller has saved the thread's context.
+pub(crate) fn upload_bytes(
+    stream: &Arc<CudaStream>,
+    bytes: &[u8],
+    device: DeviceId,
+) -> Result<DeviceBuffer> {
+    let buffer = DeviceBuffer::alloc(stream, bytes.len(), device)?;
+    if bytes.is_empty() {
+        return Ok(buffer);
+    }
+    let destination = buffer.span(0, bytes.len())?;
+    stream
+        .context()
+        .bind_to_thread()
+        .during("cuCtxSetCurrent", Some(device))?;
+    // SAFETY: the destination was just allocated with exactly `bytes.len()` bytes in this
+    // context (current: bound above) and nothing else references it yet. The host slice is
+    // borrowed for this whole function, which waits for the copy below (a wait that is never
+    // skipped) before returning on any path after this point.
+    let queued = unsafe { result::memcpy_htod_async(destination, bytes, stream.cu_stream()) }
+        .during("cuMemcpyHtoDAsync", Some(device));
+    let waited = complete(stream).into_result(device);
+    queued?;
+    waited?;
+    Ok(buffer)
+}
+
+/// The contents of `buffer`, copied to the host after all work queued on its owner stream.
+/// The caller has saved the thread's context.
+pub(crate) fn download_bytes(buffer: &DeviceBuffer, device: DeviceId) -> Result<Vec<u8>> {
+    let mut bytes = vec![0_u8; buffer.bytes()];
+    if bytes.is_empty() {
+        return Ok(bytes);
+    }
+    let source = buffer.span(0, bytes.len())?;
+    let stream = buffer.stream();
+    stream
+        .context()
+        .bind_to_thread()
+        .during("cuCtxSetCurrent", Some(device))?;
+    // SAFETY: the buffer holds `bytes.len()` bytes in its owner stream's context (current: bound
+    // above) and is borrowed for this call; the copy is ordered after all work queued on that
+    // stream. The host vector is owned here and not touched, moved or dropped until the wait
+    // below (never skipped) has completed the copy.
+    let queued = unsafe { result::memcpy_dtoh_async(&mut bytes, source, stream.cu_stream()) }
+        .during("cuMemcpyDtoHAsync", Some(device));
+    let waited = complete(stream).into_result(device);
+    queued?;
+    waited?;
+    Ok(bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A buffer description without a driver: the span check is pure arithmetic.
+    fn check(size: usize, offset: usize, len: usize) -> std::result::Result<u64, CudaError> {
+        span_of(0x1000, size, offset, len)
+    }
+
+    #[test]
+    fn spans_inside_the_buffer_are_addresses_from_its_base() {
+        assert_eq!(check(64, 0, 64).ok(), Some(0x1000));
+        assert_eq!(check(64, 16, 48).ok(), Some(0x1010));
+        assert_eq!(check(64, 64, 0).ok(), Some(0x1040));
+    }
+
+    #[test]
+    fn spans_past_the_end_or_overflowing_are_overruns_in_every_build() {
+        assert!(matches!(
+            check(64, 60, 8),
+            Err(CudaError::BufferOverrun {
+                offset: 60,
+                bytes: 8,
+                size: 64
+            })
+        ));
+        assert!(matches!(
+            check(64, 65, 0),
+            Err(CudaError::BufferOverrun { .. })
+        ));
+        assert!(matches!(
+            check(64, usize::MAX, 2),
+            Err(CudaError::BufferOverrun { .. })
+        ));
     }
 }

@@ -13,6 +13,11 @@ pub enum ContextPolicy {
     /// report says so).
     #[default]
     SeparateWhereAllowed,
+    /// As [`ContextPolicy::SeparateWhereAllowed`], but a refused context is an error
+    /// ([`CudaError::ContextRefused`](crate::CudaError::ContextRefused)) instead of a fallback:
+    /// what [`CudaConfig::from_env`] chooses under [`REQUIRE_HARDWARE_ENV`], so that a check
+    /// meant to cover separate contexts cannot pass on a shared one.
+    Separate,
     /// Every logical device on a GPU uses its primary context (separate streams and buffers only).
     SharedPrimary,
 }
@@ -20,6 +25,16 @@ pub enum ContextPolicy {
 impl ContextPolicy {
     /// The environment variable [`CudaConfig::from_env`] reads for this setting.
     pub const ENV: &'static str = "RUCCL_CUDA_CONTEXTS";
+}
+
+/// The environment variable that turns every fallback into a failure when set to `1`: a refused
+/// context ([`ContextPolicy::Separate`]), and in the hardware tests a missing GPU, a missing NVRTC
+/// or any other skip. `gpu-check.sh run` sets it; nothing sets it on machines without a GPU.
+pub const REQUIRE_HARDWARE_ENV: &str = "RUCCL_CUDA_REQUIRE_HARDWARE";
+
+/// Whether [`REQUIRE_HARDWARE_ENV`] is set to `1`.
+pub fn hardware_required() -> bool {
+    std::env::var(REQUIRE_HARDWARE_ENV).is_ok_and(|value| value.trim() == "1")
 }
 
 /// The executor's configuration. `CudaConfig::default()` is what [`CudaCollective::new`] uses.
@@ -48,16 +63,35 @@ impl Default for CudaConfig {
 
 impl CudaConfig {
     /// The default configuration, overridden by `RUCCL_CUDA_KERNELS` (`embedded`, `nvrtc` or a
-    /// PTX path) and `RUCCL_CUDA_CONTEXTS` (`separate` or `shared`) where they are set.
+    /// PTX path) and `RUCCL_CUDA_CONTEXTS` (`separate` or `shared`) where they are set. Under
+    /// [`REQUIRE_HARDWARE_ENV`] separate contexts are required ([`ContextPolicy::Separate`]):
+    /// a refused context fails construction instead of falling back.
     pub fn from_env() -> Self {
+        let contexts = std::env::var(ContextPolicy::ENV).ok();
+        Self::from_settings(
+            KernelSource::from_env(),
+            contexts.as_deref(),
+            hardware_required(),
+        )
+    }
+
+    /// [`CudaConfig::from_env`] with the environment's values passed in.
+    fn from_settings(
+        kernels: Option<KernelSource>,
+        contexts: Option<&str>,
+        hardware_required: bool,
+    ) -> Self {
         let mut config = Self::default();
-        if let Some(kernels) = KernelSource::from_env() {
+        if let Some(kernels) = kernels {
             config.kernels = kernels;
         }
-        match std::env::var(ContextPolicy::ENV).as_deref().map(str::trim) {
-            Ok("shared") => config.contexts = ContextPolicy::SharedPrimary,
-            Ok("separate") => config.contexts = ContextPolicy::SeparateWhereAllowed,
+        match contexts.map(str::trim) {
+            Some("shared") => config.contexts = ContextPolicy::SharedPrimary,
+            Some("separate") => config.contexts = ContextPolicy::SeparateWhereAllowed,
             _ => {}
+        }
+        if hardware_required && config.contexts == ContextPolicy::SeparateWhereAllowed {
+            config.contexts = ContextPolicy::Separate;
         }
         config
     }
@@ -91,6 +125,19 @@ mod tests {
         assert_eq!(config.kernels, KernelSource::Embedded);
         assert_eq!(config.contexts, ContextPolicy::SeparateWhereAllowed);
         assert!(config.peer_access);
+    }
+
+    #[test]
+    fn requiring_hardware_turns_the_context_fallback_into_an_error() {
+        let relaxed = CudaConfig::from_settings(None, None, false);
+        assert_eq!(relaxed.contexts, ContextPolicy::SeparateWhereAllowed);
+        let strict = CudaConfig::from_settings(None, None, true);
+        assert_eq!(strict.contexts, ContextPolicy::Separate);
+        let strict = CudaConfig::from_settings(None, Some("separate"), true);
+        assert_eq!(strict.contexts, ContextPolicy::Separate);
+        // Sharing on purpose is a configuration, not a fallback: it stays allowed.
+        let shared = CudaConfig::from_settings(None, Some(" shared "), true);
+        assert_eq!(shared.contexts, ContextPolicy::SharedPrimary);
     }
 
     #[test]

@@ -6,11 +6,17 @@
 //! | `begin`    | `S_r` waits `ready`; clones the input into a new output; takes scratch; records `free` |
 //! | `exchange` | peer copies, then combine kernels or copies (see `exchange.rs`)                   |
 //! | `finish`   | the Mean kernel; then completes every `S_r` and checks for asynchronous errors     |
+//!
+//! Every entry point (these four, construction, [`CudaCollective::synchronize`] and the
+//! harnesses' upload and download) saves the calling thread's current context first and
+//! restores it on return, on every path: the executor never leaves its contexts current on a
+//! caller's thread (`context.rs`).
 
-use crate::buffer::{DeviceBuffer, copy_async};
+use crate::buffer::{self, DeviceBuffer, copy_async};
 use crate::config::CudaConfig;
+use crate::context::{SavedContext, complete};
 use crate::error::{CudaError, DriverResultExt, Result};
-use crate::kernels::CombineOp;
+use crate::kernels::{CombineOp, check_ptx_isa};
 use crate::lane::{Lane, build_lanes, lane_of};
 use crate::mapping::DeviceMap;
 use crate::probe::{DriverInfo, probe};
@@ -49,11 +55,14 @@ impl CudaCollective {
         Self::with_config(map, CudaConfig::default())
     }
 
-    /// An executor for `map` with `config`.
+    /// An executor for `map` with `config`. The kernels' PTX is checked against the driver's
+    /// ISA ceiling before it is loaded ([`CudaError::PtxTooNew`]).
     pub fn with_config(map: DeviceMap, config: CudaConfig) -> Result<Self> {
         let driver = probe()?;
+        let _restore = SavedContext::save();
         map.check_ordinals(driver.device_count)?;
         let ptx = config.kernels.ptx()?;
+        check_ptx_isa(&ptx, &config.kernels.origin(), driver.version)?;
         let (lanes, topology) = build_lanes(&map, &config, &ptx)?;
         Ok(Self {
             shared: Arc::new(Shared {
@@ -87,18 +96,38 @@ impl CudaCollective {
 
     /// The stream of `device`: where collectives queue its work and where its tensors live.
     pub fn stream(&self, device: DeviceId) -> Result<Arc<CudaStream>> {
-        Ok(Arc::clone(&self.lane(device)?.stream))
+        let stream: &Arc<CudaStream> = &self.lane(device)?.stream;
+        Ok(Arc::clone(stream))
     }
 
-    /// Wait on the host until `device`'s stream has completed all queued work.
+    /// Wait on the host until `device`'s stream has completed all queued work. An error an
+    /// earlier drop deferred into the device's context is reported (as [`CudaError::Driver`]),
+    /// but never instead of the wait.
     pub fn synchronize(&self, device: DeviceId) -> Result<()> {
         let lane = self.lane(device)?;
-        lane.stream
-            .synchronize()
-            .map_err(|error| CudaError::Asynchronous {
-                device,
-                source: error.into(),
-            })
+        let _restore = SavedContext::save();
+        complete(&lane.stream).into_result(device)
+    }
+
+    /// A new tensor on `device` holding `bytes` (`len` elements of `element_type`, as they lie
+    /// in device memory), copied from the host; returns once the copy is complete. For harnesses.
+    pub(crate) fn upload_bytes(
+        &self,
+        device: DeviceId,
+        element_type: ElementType,
+        len: usize,
+        bytes: &[u8],
+    ) -> Result<CudaTensor> {
+        let lane = self.lane(device)?;
+        let _restore = SavedContext::save();
+        let buffer = buffer::upload_bytes(&lane.stream, bytes, device)?;
+        CudaTensor::from_buffer(buffer, element_type, len, device, lane.ordinal)
+    }
+
+    /// A tensor's bytes, copied to the host after all work queued on its stream. For harnesses.
+    pub(crate) fn download_bytes(&self, tensor: &CudaTensor) -> Result<Vec<u8>> {
+        let _restore = SavedContext::save();
+        buffer::download_bytes(tensor.buffer(), tensor.device())
     }
 
     pub(crate) fn lane(&self, device: DeviceId) -> Result<&Arc<Lane>> {
@@ -186,6 +215,7 @@ impl NativeCollectiveDevice for CudaCollective {
 
     fn prepare(&self, tensor: CudaTensor, device: DeviceId) -> Result<CudaPrepared> {
         self.lane_for(None, device, &tensor)?;
+        let _restore = SavedContext::save();
         let ready = tensor
             .stream()
             .record_event(None)
@@ -216,6 +246,7 @@ impl NativeCollectiveDevice for CudaCollective {
         let size = element_type.size();
         let bytes = len * size; // validate_shapes checked it does not overflow
         let scratch_bytes = len.div_ceil(devices.len()) * size;
+        let _restore = SavedContext::save();
 
         let mut work = CudaWork {
             ranks: Vec::with_capacity(devices.len()),
@@ -232,7 +263,7 @@ impl NativeCollectiveDevice for CudaCollective {
                 .wait(input.ready())
                 .during("cuStreamWaitEvent (producer)", Some(device))?;
             let output = DeviceBuffer::alloc(stream, bytes, device)?;
-            // SAFETY: both buffers hold exactly `bytes` bytes and are distinct allocations; the
+            // SAFETY: distinct allocations (`copy_async` checks both hold `bytes` bytes); the
             // input's producer work is complete before the copy (S_r waited `ready`), and nothing
             // writes the new output until later steps queued after this copy on S_r. The input
             // lives until after `finish`, which completes S_r.
@@ -273,24 +304,29 @@ impl NativeCollectiveDevice for CudaCollective {
     }
 
     fn exchange(&self, work: &mut CudaWork, ranges: &[Range<usize>], reduce: bool) -> Result<()> {
+        let _restore = SavedContext::save();
         crate::exchange::exchange(work, ranges, reduce)
     }
 
     fn finish(&self, mut work: CudaWork, operation: ReduceOperation) -> Result<Vec<CudaTensor>> {
+        let _restore = SavedContext::save();
         let world = work.world();
+        let bytes = work.len * work.element_type.size(); // checked by `begin`
         if operation == ReduceOperation::Mean && world > 1 {
             let world_arg = u32::try_from(world).map_err(|_| CudaError::WorldTooLarge { world })?;
             for rank in &work.ranks {
                 let output = rank.output.as_ref().ok_or(CudaError::WorkFinished)?;
-                // SAFETY: the output holds `work.len` elements of the work's type in this lane's
-                // context; the kernel is queued on the lane's stream after every earlier step's
-                // write of it, and nothing else touches it before the synchronisation below.
+                let data = output.span(0, bytes)?;
+                // SAFETY: `data` is checked to hold `work.len` elements of the work's type, in
+                // this lane's context; the kernel is queued on the lane's stream after every
+                // earlier step's write of it, and nothing else touches it before the
+                // synchronisation below.
                 unsafe {
                     rank.lane.kernels.mean(
                         &rank.lane.stream,
                         rank.lane.device,
                         work.element_type,
-                        output.address_at(0),
+                        data,
                         work.len,
                         world_arg,
                     )?;
@@ -307,7 +343,7 @@ impl NativeCollectiveDevice for CudaCollective {
                 work.len,
                 rank.lane.device,
                 rank.lane.ordinal,
-            ));
+            )?);
             if let Some(scratch) = rank.scratch.take() {
                 rank.lane.return_scratch(scratch);
             }
@@ -390,6 +426,11 @@ mod tests {
             Ok(device) => println!("a GPU is present: {:?}", device.driver()),
             Err(error) => {
                 assert!(error.is_no_gpu(), "unexpected error: {error}");
+                assert!(
+                    !crate::config::hardware_required(),
+                    "{error}, and {} is set",
+                    crate::config::REQUIRE_HARDWARE_ENV
+                );
                 println!("SKIP: {error}");
             }
         }

@@ -209,6 +209,80 @@ pub enum CudaError {
     #[error("this all-reduce's work was already finished")]
     WorkFinished,
 
+    /// A device access would reach outside its buffer: a copy or kernel range past the end,
+    /// or byte arithmetic that overflows. Checked in every build, before anything is queued.
+    #[error("a device access of {bytes} bytes at offset {offset} overruns a {size}-byte buffer")]
+    BufferOverrun {
+        /// Where the access starts, in bytes.
+        offset: usize,
+        /// How many bytes it covers.
+        bytes: usize,
+        /// The buffer's size in bytes.
+        size: usize,
+    },
+
+    /// A tensor was to be made from a buffer of the wrong size for its length and type.
+    #[error("{len} elements of {element_type} do not fill a {bytes}-byte buffer exactly")]
+    TensorSize {
+        /// The tensor's length in elements.
+        len: usize,
+        /// Its element type.
+        element_type: ElementType,
+        /// The buffer's size in bytes.
+        bytes: usize,
+    },
+
+    /// The context policy requires a context of its own for every further logical device on a
+    /// GPU ([`ContextPolicy::Separate`](crate::ContextPolicy::Separate)), and the driver refused
+    /// to create one.
+    #[error(
+        "the driver refused {device} a context of its own on GPU {ordinal} ({source}), and the context policy allows no fallback to the shared primary context"
+    )]
+    ContextRefused {
+        /// The logical device.
+        device: DeviceId,
+        /// Its GPU.
+        ordinal: usize,
+        /// `cuCtxCreate`'s error.
+        #[source]
+        source: DriverCode,
+    },
+
+    /// The loaded PTX lacks a kernel the executor needs (the PTX came from another source than
+    /// this crate's kernels, or from an older version of them).
+    #[error("the PTX loaded for {device} has no kernel `{name}`")]
+    MissingKernel {
+        /// The entry point looked up.
+        name: String,
+        /// The logical device whose context the PTX was loaded into.
+        device: DeviceId,
+    },
+
+    /// The kernels' PTX declares a newer ISA version than the driver can compile (typically: a
+    /// newer NVRTC than the driver). Reported before the driver is asked to load it.
+    #[error(
+        "the kernels' PTX ISA {}.{} (from {origin}) is newer than the driver (CUDA {}.{}) accepts: ISA {}.{} at most",
+        ptx.0, ptx.1, driver / 1000, driver % 1000 / 10, accepted.0, accepted.1
+    )]
+    PtxTooNew {
+        /// Where the PTX came from: `embedded PTX`, `NVRTC 13.1`, or the file's path.
+        origin: String,
+        /// The ISA version the PTX declares.
+        ptx: (u32, u32),
+        /// The newest ISA version the driver accepts.
+        accepted: (u32, u32),
+        /// `cuDriverGetVersion`'s answer.
+        driver: i32,
+    },
+
+    /// The kernel table could not be built consistently (two kernels for one slot, or one
+    /// left empty): a defect in this crate, reported instead of launching a wrong kernel.
+    #[error("the kernel table is inconsistent: {reason}")]
+    KernelTable {
+        /// What is wrong.
+        reason: String,
+    },
+
     /// More ranks than a kernel argument can count (`u32`).
     #[error("a world of {world} ranks is too large")]
     WorldTooLarge {
@@ -355,6 +429,33 @@ mod tests {
         assert_eq!(
             error.to_string(),
             "no CUDA driver: none of the 3 library names tried (`libcuda.so` ... `libcuda.so.1`) could be loaded"
+        );
+    }
+
+    #[test]
+    fn a_ptx_too_new_for_the_driver_names_both_versions() {
+        let error = CudaError::PtxTooNew {
+            origin: "NVRTC 13.1".into(),
+            ptx: (9, 1),
+            accepted: (9, 0),
+            driver: 13000,
+        };
+        assert_eq!(
+            error.to_string(),
+            "the kernels' PTX ISA 9.1 (from NVRTC 13.1) is newer than the driver (CUDA 13.0) accepts: ISA 9.0 at most"
+        );
+    }
+
+    #[test]
+    fn an_overrun_names_offset_length_and_buffer_size() {
+        let error = CudaError::BufferOverrun {
+            offset: 16,
+            bytes: 8,
+            size: 20,
+        };
+        assert_eq!(
+            error.to_string(),
+            "a device access of 8 bytes at offset 16 overruns a 20-byte buffer"
         );
     }
 

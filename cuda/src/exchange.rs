@@ -66,9 +66,9 @@ pub(crate) fn exchange(work: &mut CudaWork, ranges: &[Range<usize>], reduce: boo
             ) else {
                 return Err(finished());
             };
-            // SAFETY: the source range is within the sender's output (validated above) and the
-            // destination fits the receiver's scratch (ensured above); the buffers are distinct
-            // allocations. Ordering: S_sender has just waited for the receiver's previous read
+            // SAFETY: `copy_async` checks the source range against the sender's output (also
+            // validated above) and the destination against the receiver's scratch (grown above);
+            // the buffers are distinct allocations. Ordering: S_sender has just waited for the receiver's previous read
             // of its scratch (free), and the sender's own later write of its output is queued
             // after this copy on the same stream (phase B) — see the module docs.
             unsafe {
@@ -102,23 +102,29 @@ pub(crate) fn exchange(work: &mut CudaWork, ranges: &[Range<usize>], reduce: boo
                 return Err(finished());
             };
             if reduce {
-                // SAFETY: `range` is within the output (validated), the scratch holds its
-                // `range.len()` received elements (the copy S_d just waited for), both buffers
-                // belong to this lane's context, and they are distinct allocations. No other
-                // stream touches them until `free` is recorded below.
+                let bytes = range.len() * size;
+                let (into, from) = (
+                    output.span(range.start * size, bytes)?,
+                    scratch.span(0, bytes)?,
+                );
+                // SAFETY: both spans are checked to hold `range.len()` elements; the scratch
+                // holds the received ones (the copy S_d just waited for), both buffers belong to
+                // this lane's context, and they are distinct allocations. No other stream touches
+                // them until `free` is recorded below.
                 unsafe {
                     rank.lane.kernels.combine(
                         stream,
                         device,
                         (work.element_type, work.op),
-                        output.address_at(range.start * size),
-                        scratch.address_at(0),
+                        into,
+                        from,
                         range.len(),
                     )?;
                 }
             } else {
-                // SAFETY: as for the combine: in-bounds ranges of two distinct buffers of this
-                // context, ordered after the arrival of the data and before `free`.
+                // SAFETY: as for the combine: ranges of two distinct buffers of this context
+                // (checked in bounds by `copy_async`), ordered after the arrival of the data and
+                // before `free`.
                 unsafe {
                     copy_async(
                         (output, range.start * size),

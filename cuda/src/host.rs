@@ -2,11 +2,9 @@
 //! (the sim crate's conformance suite and fault trial, `ruccl-perf --backend cuda`) put values on
 //! a logical device and read them back. The collective path never uses this.
 
-use crate::buffer::DeviceBuffer;
 use crate::device::CudaCollective;
-use crate::error::{CudaError, DriverResultExt, Result};
+use crate::error::Result;
 use crate::tensor::CudaTensor;
-use cudarc::driver::result;
 use half::{bf16, f16};
 use ruccl_core::DeviceId;
 use ruccl_sim::host::{ElementType, HostTensors, HostValues};
@@ -58,65 +56,17 @@ impl HostTensors for CudaCollective {
     /// Allocate on `device` and copy `values` in, on the device's stream; returns once the copy
     /// is complete.
     fn upload(&self, device: DeviceId, values: &HostValues) -> Result<CudaTensor> {
-        let lane = self.lane(device)?;
-        let element_type = values.element_type();
-        let bytes = to_bytes(values);
-        let buffer = DeviceBuffer::alloc(&lane.stream, bytes.len(), device)?;
-        if !bytes.is_empty() {
-            lane.context()
-                .bind_to_thread()
-                .during("cuCtxSetCurrent", Some(device))?;
-            // SAFETY: the buffer was just allocated with exactly `bytes.len()` bytes in this
-            // context and nothing else references it yet; the host slice stays alive and
-            // unmoved until the stream is synchronised below.
-            unsafe {
-                result::memcpy_htod_async(buffer.address_at(0), &bytes, lane.stream.cu_stream())
-            }
-            .during("cuMemcpyHtoDAsync", Some(device))?;
-            lane.stream
-                .synchronize()
-                .map_err(|error| CudaError::Asynchronous {
-                    device,
-                    source: error.into(),
-                })?;
-        }
-        Ok(CudaTensor::from_buffer(
-            buffer,
-            element_type,
-            values.len(),
+        self.upload_bytes(
             device,
-            lane.ordinal,
-        ))
+            values.element_type(),
+            values.len(),
+            &to_bytes(values),
+        )
     }
 
     /// Copy a tensor's elements to the host, after all work queued on its stream.
     fn download(&self, tensor: &CudaTensor) -> Result<HostValues> {
-        let device = tensor.device();
-        let mut bytes = vec![0_u8; tensor.bytes()];
-        if !bytes.is_empty() {
-            let stream = tensor.stream();
-            stream
-                .context()
-                .bind_to_thread()
-                .during("cuCtxSetCurrent", Some(device))?;
-            // SAFETY: the tensor's buffer holds `bytes.len()` bytes in its stream's context and
-            // lives for this call; the copy is ordered after all work queued on the tensor's
-            // stream, and the host vector stays alive and unmoved until the synchronisation.
-            unsafe {
-                result::memcpy_dtoh_async(
-                    &mut bytes,
-                    tensor.buffer().address_at(0),
-                    stream.cu_stream(),
-                )
-            }
-            .during("cuMemcpyDtoHAsync", Some(device))?;
-            stream
-                .synchronize()
-                .map_err(|error| CudaError::Asynchronous {
-                    device,
-                    source: error.into(),
-                })?;
-        }
+        let bytes = self.download_bytes(tensor)?;
         Ok(from_bytes(tensor.element_type(), &bytes))
     }
 }

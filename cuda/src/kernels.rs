@@ -20,7 +20,8 @@
 
 use crate::error::{CudaError, DriverResultExt, Result};
 use cudarc::driver::{
-    CudaContext, CudaFunction, CudaStream, LaunchConfig, PushKernelArg, sys::CUdevice_attribute,
+    CudaContext, CudaFunction, CudaStream, LaunchConfig, PushKernelArg,
+    sys::{CUdevice_attribute, CUresult},
 };
 use cudarc::nvrtc::{CompileOptions, Ptx};
 use ruccl_core::ElementType;
@@ -41,8 +42,47 @@ pub const EMBEDDED_PTX: &str = include_str!("../kernels/ruccl_kernels.ptx");
 /// The virtual architecture the PTX is generated for (NVRTC's `--gpu-architecture`).
 pub const PTX_ARCH: &str = "compute_75";
 
-/// The newest PTX ISA version the targeted driver (CUDA 13.0, driver 580) can JIT-compile.
+/// The newest PTX ISA version the targeted driver (CUDA 13.0, driver 580) can JIT-compile:
+/// [`max_ptx_isa`]`(REQUIRED_DRIVER_VERSION)`.
 pub const MAX_PTX_ISA: (u32, u32) = (9, 0);
+
+/// The newest PTX ISA version a driver of `driver_version` (`cuDriverGetVersion` form, e.g.
+/// `13000`) can compile, from the PTX ISA release notes: CUDA 12.x accepts ISA 8.x (12.0 → 8.0
+/// … 12.5 and 12.6 → 8.5, 12.8 → 8.7, 12.9 → 8.8), CUDA 13.x accepts ISA 9.x (13.0 → 9.0,
+/// 13.1 → 9.1, …), CUDA 11.x ISA 7.x; older drivers (which the probe refuses anyway) get 6.0.
+/// `None` for a driver newer than 13.x: it accepts every ISA this table knows.
+pub const fn max_ptx_isa(driver_version: i32) -> Option<(u32, u32)> {
+    let (major, minor) = (driver_version / 1000, (driver_version % 1000) / 10);
+    match (major, minor) {
+        (11, _) => Some((7, minor as u32)),
+        (..=10, _) => Some((6, 0)),
+        (12, 0..=5) => Some((8, minor as u32)),
+        (12, 6..=7) => Some((8, 5)),
+        (12, 8) => Some((8, 7)),
+        (12, _) => Some((8, 8)),
+        (13, _) => Some((9, minor as u32)),
+        _ => None,
+    }
+}
+
+/// Check that `ptx` (from `origin`, for the message) declares an ISA version a driver of
+/// `driver_version` accepts: [`CudaError::PtxTooNew`] naming both versions otherwise. PTX that
+/// declares no version is left for the driver to judge.
+pub fn check_ptx_isa(ptx: &str, origin: &str, driver_version: i32) -> Result<()> {
+    let (Some(declared), Some(accepted)) = (ptx_isa_version(ptx), max_ptx_isa(driver_version))
+    else {
+        return Ok(());
+    };
+    if declared <= accepted {
+        return Ok(());
+    }
+    Err(CudaError::PtxTooNew {
+        origin: origin.to_owned(),
+        ptx: declared,
+        accepted,
+        driver: driver_version,
+    })
+}
 
 /// Header line of the generated PTX that records the source fingerprint.
 pub const FINGERPRINT_PREFIX: &str = "// ruccl-source-fnv1a64: ";
@@ -95,8 +135,15 @@ impl CombineOp {
         }
     }
 
-    fn index(self) -> usize {
-        self as usize
+    /// The operator's position in a row of the kernel table: an explicit match, so the table
+    /// never depends on the order of [`CombineOp::ALL`].
+    const fn slot(self) -> usize {
+        match self {
+            CombineOp::Sum => 0,
+            CombineOp::Product => 1,
+            CombineOp::Min => 2,
+            CombineOp::Max => 3,
+        }
     }
 }
 
@@ -112,7 +159,9 @@ pub const fn type_part(element_type: ElementType) -> &'static str {
     }
 }
 
-fn type_index(element_type: ElementType) -> usize {
+/// The element type's row in the kernel table: an explicit match, so the table never depends on
+/// the order of `ElementType::ALL` (which another crate owns).
+const fn type_slot(element_type: ElementType) -> usize {
     match element_type {
         ElementType::F32 => 0,
         ElementType::F64 => 1,
@@ -204,6 +253,20 @@ pub fn ptx_entries(ptx: &str) -> Vec<&str> {
         .collect()
 }
 
+/// Where the NVRTC library this process loaded lies (read from `/proc/self/maps`), once NVRTC
+/// has been used; `None` before that, or where the maps file is not readable.
+pub fn nvrtc_library() -> Option<String> {
+    let maps = std::fs::read_to_string("/proc/self/maps").ok()?;
+    maps.lines()
+        .filter_map(|line| line.split_whitespace().nth(5))
+        .find(|path| {
+            path.rsplit('/')
+                .next()
+                .is_some_and(|file| file.starts_with("libnvrtc.so"))
+        })
+        .map(str::to_owned)
+}
+
 /// Where the executor gets its PTX.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
@@ -230,6 +293,19 @@ impl KernelSource {
             "embedded" => Some(KernelSource::Embedded),
             "nvrtc" => Some(KernelSource::Nvrtc),
             path => Some(KernelSource::PtxFile(PathBuf::from(path))),
+        }
+    }
+
+    /// Where this source's PTX comes from, for messages: `embedded PTX`, `NVRTC 13.0`, or the
+    /// file's path.
+    pub fn origin(&self) -> String {
+        match self {
+            KernelSource::Embedded => "embedded PTX".to_owned(),
+            KernelSource::PtxFile(path) => path.display().to_string(),
+            KernelSource::Nvrtc => match nvrtc_version() {
+                Some(version) => format!("NVRTC {version}"),
+                None => "NVRTC".to_owned(),
+            },
         }
     }
 
@@ -315,48 +391,129 @@ pub fn compile_with_nvrtc() -> Result<String> {
     Ok(ptx.to_src())
 }
 
+/// Combine kernels: one per element type and operator.
+const COMBINE_SLOTS: usize = 6 * 4;
+/// Mean kernels: one per element type.
+const MEAN_SLOTS: usize = 6;
+
+/// Where the combine kernel for `op` on `element_type` sits in [`KernelTable::combine`].
+const fn combine_slot(op: CombineOp, element_type: ElementType) -> usize {
+    type_slot(element_type) * 4 + op.slot()
+}
+
+/// Every kernel of one context, by slot: `combine[combine_slot(op, type)]`,
+/// `mean[type_slot(type)]`. Built by looking every entry point up by name and storing it at the
+/// slot of the (type, operator) the name was made from, so the order in which the types and
+/// operators are enumerated cannot matter. Generic over the stored value so the placement is
+/// tested without a GPU (with names).
+#[derive(Debug)]
+pub(crate) struct KernelTable<F> {
+    combine: Vec<F>,
+    mean: Vec<F>,
+}
+
+impl<F> KernelTable<F> {
+    /// Look up every kernel with `load` (given the entry point's name) and place it.
+    pub(crate) fn build(mut load: impl FnMut(&str) -> Result<F>) -> Result<Self> {
+        let mut combine: Vec<Option<F>> = (0..COMBINE_SLOTS).map(|_| None).collect();
+        let mut mean: Vec<Option<F>> = (0..MEAN_SLOTS).map(|_| None).collect();
+        for element_type in ElementType::ALL {
+            for op in CombineOp::ALL {
+                let name = combine_kernel_name(op, element_type);
+                place(
+                    &mut combine,
+                    combine_slot(op, element_type),
+                    load(&name)?,
+                    &name,
+                )?;
+            }
+            let name = mean_kernel_name(element_type);
+            place(&mut mean, type_slot(element_type), load(&name)?, &name)?;
+        }
+        Ok(Self {
+            combine: filled(combine)?,
+            mean: filled(mean)?,
+        })
+    }
+
+    /// The combine kernel for `op` on `element_type`.
+    pub(crate) fn combine(&self, op: CombineOp, element_type: ElementType) -> Result<&F> {
+        self.combine
+            .get(combine_slot(op, element_type))
+            .ok_or_else(|| CudaError::KernelTable {
+                reason: format!("no slot for {}", combine_kernel_name(op, element_type)),
+            })
+    }
+
+    /// The mean kernel for `element_type`.
+    pub(crate) fn mean(&self, element_type: ElementType) -> Result<&F> {
+        self.mean
+            .get(type_slot(element_type))
+            .ok_or_else(|| CudaError::KernelTable {
+                reason: format!("no slot for {}", mean_kernel_name(element_type)),
+            })
+    }
+}
+
+/// Put `value` (the kernel `name`) at `slot`, which must exist and be empty.
+fn place<F>(table: &mut [Option<F>], slot: usize, value: F, name: &str) -> Result<()> {
+    match table.get_mut(slot) {
+        Some(entry @ None) => {
+            *entry = Some(value);
+            Ok(())
+        }
+        Some(Some(_)) => Err(CudaError::KernelTable {
+            reason: format!("`{name}` maps to slot {slot}, which is taken"),
+        }),
+        None => Err(CudaError::KernelTable {
+            reason: format!("`{name}` maps to slot {slot}, past the table's end"),
+        }),
+    }
+}
+
+/// The table's values, once every slot is filled.
+fn filled<F>(table: Vec<Option<F>>) -> Result<Vec<F>> {
+    table
+        .into_iter()
+        .collect::<Option<Vec<F>>>()
+        .ok_or_else(|| CudaError::KernelTable {
+            reason: "a slot was left empty".to_owned(),
+        })
+}
+
 /// The kernels loaded into one context, and the grid size that fills its GPU.
 pub(crate) struct Kernels {
-    /// `combine[type_index * 4 + op_index]`.
-    combine: Vec<CudaFunction>,
-    /// `mean[type_index]`.
-    mean: Vec<CudaFunction>,
+    table: KernelTable<CudaFunction>,
     /// Blocks that fill the GPU: multiprocessors × resident blocks per multiprocessor.
     max_blocks: u32,
 }
 
 impl Kernels {
-    /// Load `ptx` into `context` and look up every entry point.
+    /// Load `ptx` into `context` and look up every entry point. A kernel the PTX lacks is
+    /// [`CudaError::MissingKernel`]. The caller has saved the thread's context.
     pub(crate) fn load(context: &Arc<CudaContext>, ptx: &str, device: DeviceId) -> Result<Self> {
         let module = context
             .load_module(Ptx::from_src(ptx))
             .during("cuModuleLoadData", Some(device))?;
-        let function = |name: String| {
-            module
-                .load_function(&name)
-                .during("cuModuleGetFunction", Some(device))
-        };
-        let mut combine = Vec::with_capacity(ElementType::ALL.len() * CombineOp::ALL.len());
-        for element_type in ElementType::ALL {
-            for op in CombineOp::ALL {
-                combine.push(function(combine_kernel_name(op, element_type))?);
-            }
-        }
-        let mean = ElementType::ALL
-            .into_iter()
-            .map(|element_type| function(mean_kernel_name(element_type)))
-            .collect::<Result<Vec<_>>>()?;
+        let table = KernelTable::build(|name| {
+            module.load_function(name).map_err(|error| {
+                if error.0 == CUresult::CUDA_ERROR_NOT_FOUND {
+                    CudaError::MissingKernel {
+                        name: name.to_owned(),
+                        device,
+                    }
+                } else {
+                    CudaError::driver("cuModuleGetFunction", Some(device), error)
+                }
+            })
+        })?;
         let multiprocessors = context
             .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
             .during("cuDeviceGetAttribute", Some(device))?;
         let max_blocks = u32::try_from(multiprocessors.max(1))
             .unwrap_or(1)
             .saturating_mul(BLOCKS_PER_MULTIPROCESSOR);
-        Ok(Self {
-            combine,
-            mean,
-            max_blocks,
-        })
+        Ok(Self { table, max_blocks })
     }
 
     /// Queue `dst[i] = op(dst[i], src[i])` for `i < len` on `stream`.
@@ -377,7 +534,7 @@ impl Kernels {
         if len == 0 {
             return Ok(());
         }
-        let function = &self.combine[type_index(element_type) * CombineOp::ALL.len() + op.index()];
+        let function = self.table.combine(op, element_type)?;
         let count = len as u64;
         let mut launch = stream.launch_builder(function);
         launch.arg(&dst).arg(&src).arg(&count);
@@ -407,7 +564,7 @@ impl Kernels {
         if len == 0 {
             return Ok(());
         }
-        let function = &self.mean[type_index(element_type)];
+        let function = self.table.mean(element_type)?;
         let count = len as u64;
         let mut launch = stream.launch_builder(function);
         launch.arg(&data).arg(&count).arg(&world);
@@ -502,6 +659,93 @@ mod tests {
         );
         assert_eq!(ptx_target(EMBEDDED_PTX), Some("sm_75"));
         assert_eq!(check_ptx(EMBEDDED_PTX).map_err(|e| e.to_string()), Ok(()));
+        let required = crate::probe::REQUIRED_DRIVER_VERSION;
+        assert_eq!(max_ptx_isa(required), Some(MAX_PTX_ISA));
+        assert!(check_ptx_isa(EMBEDDED_PTX, "embedded PTX", required).is_ok());
+    }
+
+    #[test]
+    fn each_driver_accepts_the_ptx_isa_of_its_own_cuda_version() {
+        assert_eq!(max_ptx_isa(12_000), Some((8, 0)));
+        assert_eq!(max_ptx_isa(12_060), Some((8, 5)));
+        assert_eq!(max_ptx_isa(12_080), Some((8, 7)));
+        assert_eq!(max_ptx_isa(12_090), Some((8, 8)));
+        assert_eq!(max_ptx_isa(13_000), Some((9, 0)));
+        assert_eq!(max_ptx_isa(13_010), Some((9, 1)));
+        assert_eq!(max_ptx_isa(14_000), None);
+    }
+
+    #[test]
+    fn ptx_newer_than_the_driver_is_a_typed_error_naming_both_versions() {
+        let ptx = ".version 9.1\n.target sm_75\n.visible .entry k(\n";
+        match check_ptx_isa(ptx, "NVRTC 13.1", 13_000) {
+            Err(CudaError::PtxTooNew {
+                origin,
+                ptx,
+                accepted,
+                driver,
+            }) => {
+                assert_eq!(origin, "NVRTC 13.1");
+                assert_eq!((ptx, accepted, driver), ((9, 1), (9, 0), 13_000));
+            }
+            other => panic!("expected PtxTooNew, got {other:?}"),
+        }
+        assert!(check_ptx_isa(ptx, "NVRTC 13.1", 13_010).is_ok());
+        assert!(check_ptx_isa(ptx, "NVRTC 13.1", 14_000).is_ok());
+        // No declared version: the driver judges.
+        assert!(check_ptx_isa(".visible .entry k(\n", "file", 13_000).is_ok());
+    }
+
+    #[test]
+    fn the_kernel_table_maps_every_type_and_operator_to_its_own_kernel() {
+        let table = KernelTable::build(|name| Ok(name.to_owned())).expect("a consistent table");
+        for element_type in ElementType::ALL {
+            for op in CombineOp::ALL {
+                assert_eq!(
+                    table.combine(op, element_type).ok(),
+                    Some(&combine_kernel_name(op, element_type)),
+                    "{element_type} {op:?}"
+                );
+            }
+            assert_eq!(
+                table.mean(element_type).ok(),
+                Some(&mean_kernel_name(element_type)),
+                "{element_type}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_kernel_table_slots_are_distinct_and_in_range() {
+        let mut combine = BTreeSet::new();
+        let mut mean = BTreeSet::new();
+        for element_type in ElementType::ALL {
+            for op in CombineOp::ALL {
+                let slot = combine_slot(op, element_type);
+                assert!(slot < COMBINE_SLOTS && combine.insert(slot), "{slot}");
+            }
+            let slot = type_slot(element_type);
+            assert!(slot < MEAN_SLOTS && mean.insert(slot), "{slot}");
+        }
+        assert_eq!((combine.len(), mean.len()), (COMBINE_SLOTS, MEAN_SLOTS));
+    }
+
+    #[test]
+    fn a_failing_lookup_fails_the_whole_table() {
+        let result = KernelTable::build(|name| {
+            if name == "ruccl_combine_min_f16" {
+                Err(CudaError::MissingKernel {
+                    name: name.to_owned(),
+                    device: DeviceId::new(0),
+                })
+            } else {
+                Ok(())
+            }
+        });
+        assert!(matches!(
+            result,
+            Err(CudaError::MissingKernel { name, .. }) if name == "ruccl_combine_min_f16"
+        ));
     }
 
     #[test]
@@ -542,6 +786,12 @@ mod tests {
     fn nvrtc_is_a_typed_error_or_compiles_the_embedded_kernels() {
         match KernelSource::Nvrtc.ptx() {
             Err(CudaError::NvrtcNotFound { searched }) => {
+                assert!(
+                    !crate::config::hardware_required(),
+                    "no NVRTC library ({} names tried), and {} is set",
+                    searched.len(),
+                    crate::config::REQUIRE_HARDWARE_ENV
+                );
                 println!("SKIP: no NVRTC library ({} names tried)", searched.len());
             }
             Ok(ptx) => {

@@ -3,6 +3,7 @@
 
 use crate::buffer::DeviceBuffer;
 use crate::config::{ContextPolicy, CudaConfig};
+use crate::context::{Scoped, create_unpushed};
 use crate::error::{CudaError, DriverCode, DriverResultExt, Result};
 use crate::kernels::Kernels;
 use crate::mapping::DeviceMap;
@@ -20,9 +21,9 @@ pub(crate) struct Lane {
     /// The GPU it runs on.
     pub(crate) ordinal: usize,
     /// Its stream: every collective's work for this device is queued here, in order.
-    pub(crate) stream: Arc<CudaStream>,
+    pub(crate) stream: Scoped<Arc<CudaStream>>,
     /// The kernels, loaded in the stream's context (shared by lanes that share a context).
-    pub(crate) kernels: Arc<Kernels>,
+    pub(crate) kernels: Scoped<Arc<Kernels>>,
     /// A scratch buffer kept between generations (taken by one generation at a time, returned
     /// after its streams are complete), so steady-state all-reduces allocate no scratch.
     scratch: Mutex<Option<DeviceBuffer>>,
@@ -62,7 +63,8 @@ impl Lane {
 }
 
 /// Create a lane per logical device of `map`, load the kernels (`ptx`) into every context, and
-/// enable peer access between contexts on different GPUs.
+/// enable peer access between contexts on different GPUs. The caller has saved the thread's
+/// context (every context made here is bound on this thread at some point).
 pub(crate) fn build_lanes(
     map: &DeviceMap,
     config: &CudaConfig,
@@ -98,6 +100,13 @@ pub(crate) fn build_lanes(
                         let kernels = Arc::new(Kernels::load(&context, ptx, device)?);
                         (context, ContextKind::Separate, kernels)
                     }
+                    Err(source) if config.contexts == ContextPolicy::Separate => {
+                        return Err(CudaError::ContextRefused {
+                            device,
+                            ordinal,
+                            source,
+                        });
+                    }
                     Err(code) => {
                         let reason = format!("cuCtxCreate refused: {code}");
                         (
@@ -122,8 +131,8 @@ pub(crate) fn build_lanes(
                 Arc::new(Lane {
                     device,
                     ordinal,
-                    stream,
-                    kernels,
+                    stream: Scoped::new(stream),
+                    kernels: Scoped::new(kernels),
                     scratch: Mutex::new(None),
                 }),
             );
@@ -134,31 +143,31 @@ pub(crate) fn build_lanes(
     Ok((lanes, topology))
 }
 
-/// A new (non-primary) context on `primary`'s GPU. cudarc's `new_non_primary` passes no creation
-/// parameters (`NULL`); should a driver insist on a parameter block, retry with an empty one
-/// (both pointers null: "a regular CUDA context", per `CUctxCreateParams`'s documentation).
+/// A new (non-primary) context on `primary`'s GPU, created without creation parameters
+/// (`NULL`) — or, should a driver insist on a parameter block, with an empty one (both pointers
+/// null: "a regular CUDA context", per `CUctxCreateParams`'s documentation). `cuCtxCreate` pushes
+/// the new context on the thread's stack; it is popped again at once (see `context.rs`), so the
+/// caller's stack is left as it was.
 fn new_context(primary: &Arc<CudaContext>) -> std::result::Result<Arc<CudaContext>, DriverCode> {
-    let ordinal = primary.ordinal();
-    let first = match CudaContext::new_non_primary(ordinal, 0) {
-        Ok(context) => return Ok(context),
-        Err(error) => DriverCode::from(error),
+    let (ordinal, device) = (primary.ordinal(), primary.cu_device());
+    // SAFETY: a null parameter block is allowed; the device handle comes from a live context.
+    let raw = match unsafe { create_unpushed(std::ptr::null_mut(), device) } {
+        Ok(raw) => raw,
+        Err(error) if error.0 == CUresult::CUDA_ERROR_INVALID_VALUE => {
+            let mut params = sys::CUctxCreateParams {
+                execAffinityParams: std::ptr::null_mut(),
+                numExecAffinityParams: 0,
+                cigParams: std::ptr::null_mut(),
+            };
+            // SAFETY: `params` is a live, fully initialised parameter block (no affinity, no
+            // CiG) that the driver only reads during the call; the device handle is valid.
+            unsafe { create_unpushed(&mut params, device) }.map_err(DriverCode::from)?
+        }
+        Err(error) => return Err(DriverCode::from(error)),
     };
-    if first.0 != CUresult::CUDA_ERROR_INVALID_VALUE {
-        return Err(first);
-    }
-    let mut params = sys::CUctxCreateParams {
-        execAffinityParams: std::ptr::null_mut(),
-        numExecAffinityParams: 0,
-        cigParams: std::ptr::null_mut(),
-    };
-    // SAFETY: `params` is a live, fully initialised parameter block (no affinity, no CiG) that
-    // the driver only reads during the call; the device handle comes from a live context.
-    let created =
-        unsafe { cudarc::driver::result::ctx::create_v4(&mut params, 0, primary.cu_device()) };
-    let raw = created.map_err(DriverCode::from)?;
-    // SAFETY: `raw` was just created for `primary.cu_device()` and is owned by nobody else; the
-    // returned `CudaContext` takes ownership and destroys it (`cuCtxDestroy`) when dropped.
-    match unsafe { CudaContext::from_raw_context(ordinal, primary.cu_device(), raw) } {
+    // SAFETY: `raw` was just created for `device` and is owned by nobody else; the returned
+    // `CudaContext` takes ownership and destroys it (`cuCtxDestroy`) when dropped.
+    match unsafe { CudaContext::from_raw_context(ordinal, device, raw) } {
         Ok(context) => Ok(context),
         Err(error) => {
             // SAFETY: wrapping failed, so `raw` is still ours alone; destroy it once.

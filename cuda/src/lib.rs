@@ -35,6 +35,7 @@
 //! | `probe`      | find the driver without panicking ([`probe()`])                        |
 //! | `mapping`    | [`DeviceMap`]: logical device → GPU ordinal                            |
 //! | `config`     | [`CudaConfig`]: kernel source, context policy, peer access             |
+//! | `context`    | the caller's current context saved and restored; waits never skipped   |
 //! | `lane`       | one logical device's context, stream and kernels; peer access          |
 //! | `kernels`    | the CUDA C source, the embedded PTX, launches ([`KernelSource`])       |
 //! | `buffer`     | device allocations and device-to-device (peer) copies                  |
@@ -51,6 +52,7 @@
 
 mod buffer;
 mod config;
+mod context;
 mod device;
 mod error;
 mod exchange;
@@ -64,7 +66,7 @@ mod tensor;
 mod topology;
 mod work;
 
-pub use config::{ContextPolicy, CudaConfig};
+pub use config::{ContextPolicy, CudaConfig, REQUIRE_HARDWARE_ENV, hardware_required};
 pub use device::CudaCollective;
 pub use error::{CudaError, DriverCode, Result};
 pub use kernels::KernelSource;

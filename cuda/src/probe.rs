@@ -36,6 +36,7 @@ pub const REQUIRED_SYMBOLS: &[&str] = &[
     "cuCtxCreate_v4",
     "cuCtxDestroy_v2",
     "cuCtxGetCurrent",
+    "cuCtxPopCurrent_v2",
     "cuCtxSetCurrent",
     "cuCtxSynchronize",
     "cuCtxEnablePeerAccess",
@@ -235,7 +236,14 @@ mod tests {
                 assert!(info.version >= REQUIRED_DRIVER_VERSION);
                 assert!(info.device_count > 0);
             }
-            Err(error) => assert!(error.is_no_gpu(), "unexpected probe error: {error}"),
+            Err(error) => {
+                assert!(error.is_no_gpu(), "unexpected probe error: {error}");
+                assert!(
+                    !crate::config::hardware_required(),
+                    "{error}, and {} is set",
+                    crate::config::REQUIRE_HARDWARE_ENV
+                );
+            }
         }
     }
 
@@ -243,6 +251,7 @@ mod tests {
     fn required_symbols_include_every_versioned_entry_point_the_bindings_use() {
         for symbol in [
             "cuCtxCreate_v4",
+            "cuCtxPopCurrent_v2",
             "cuEventElapsedTime_v2",
             "cuMemcpyPeerAsync",
         ] {

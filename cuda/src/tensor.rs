@@ -2,6 +2,8 @@
 //! that captures its producer stream).
 
 use crate::buffer::DeviceBuffer;
+use crate::context::Scoped;
+use crate::error::{CudaError, Result};
 use cudarc::driver::{CudaEvent, CudaStream};
 use ruccl_core::DeviceId;
 use ruccl_core::ElementType;
@@ -22,22 +24,30 @@ pub struct CudaTensor {
 }
 
 impl CudaTensor {
-    /// Wrap `buffer` (which holds exactly `len * element_type.size()` bytes) as a tensor.
+    /// Wrap `buffer` as a tensor of `len` elements of `element_type`; the buffer must hold
+    /// exactly `len * element_type.size()` bytes ([`CudaError::TensorSize`] otherwise, in every
+    /// build).
     pub(crate) fn from_buffer(
         buffer: DeviceBuffer,
         element_type: ElementType,
         len: usize,
         device: DeviceId,
         ordinal: usize,
-    ) -> Self {
-        debug_assert_eq!(buffer.bytes(), len * element_type.size());
-        Self {
+    ) -> Result<Self> {
+        if len.checked_mul(element_type.size()) != Some(buffer.bytes()) {
+            return Err(CudaError::TensorSize {
+                len,
+                element_type,
+                bytes: buffer.bytes(),
+            });
+        }
+        Ok(Self {
             buffer,
             element_type,
             len,
             device,
             ordinal,
-        }
+        })
     }
 
     /// The element type.
@@ -81,7 +91,7 @@ impl CudaTensor {
     /// other CUDA code. The memory belongs to the tensor's context and is valid while the tensor
     /// lives; accessing it from another stream must be ordered with events.
     pub fn device_address(&self) -> u64 {
-        self.buffer.address_at(0)
+        self.buffer.base_address()
     }
 
     /// The underlying buffer.
@@ -105,13 +115,16 @@ impl fmt::Debug for CudaTensor {
 /// submission: the collective's stream waits on that event, never on the host.
 pub struct CudaPrepared {
     tensor: CudaTensor,
-    ready: CudaEvent,
+    ready: Scoped<CudaEvent>,
 }
 
 impl CudaPrepared {
     /// Pair a tensor with the event marking its producer stream's progress.
     pub(crate) fn new(tensor: CudaTensor, ready: CudaEvent) -> Self {
-        Self { tensor, ready }
+        Self {
+            tensor,
+            ready: Scoped::new(ready),
+        }
     }
 
     /// The submitted tensor.

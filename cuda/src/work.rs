@@ -16,10 +16,12 @@
 //! # Completion
 //! Buffers are only released after every rank's stream is complete: `finish` synchronises all
 //! streams before handing out outputs, and dropping an unfinished work (an error mid-ring)
-//! synchronises them in `Drop` before the buffers' own drops run.
+//! synchronises them in `Drop` before the buffers' own drops run. Both wait through
+//! `context::complete`, which never skips a wait because of an error deferred earlier.
 
 use crate::buffer::DeviceBuffer;
-use crate::error::{CudaError, Result};
+use crate::context::{SavedContext, complete};
+use crate::error::Result;
 use crate::kernels::CombineOp;
 use crate::lane::Lane;
 use cudarc::driver::CudaEvent;
@@ -75,44 +77,33 @@ impl CudaWork {
         self.element_type
     }
 
-    /// Complete every rank's stream (host wait), then check each rank's context for errors
-    /// deferred by drops. Synchronises every stream even after a failure; returns the first
-    /// failure, as [`CudaError::Asynchronous`] (a fault in queued work) or a deferred
-    /// [`CudaError::Driver`].
+    /// Complete every rank's stream (host wait), each after draining its context's deferred
+    /// error, so no wait is ever skipped. Returns the first failure, rank by rank: an error a
+    /// drop had deferred ([`CudaError::Driver`](crate::CudaError::Driver)) or a fault in queued
+    /// work ([`CudaError::Asynchronous`](crate::CudaError::Asynchronous)). The caller has
+    /// saved the thread's context.
     pub(crate) fn synchronize(&mut self) -> Result<()> {
-        let mut first_error = None;
+        let mut first_error = Ok(());
         for rank in &self.ranks {
-            if let Err(error) = rank.lane.stream.synchronize() {
-                first_error.get_or_insert(CudaError::Asynchronous {
-                    device: rank.lane.device,
-                    source: error.into(),
-                });
-            }
-        }
-        for rank in &self.ranks {
-            if let Err(error) = rank.lane.context().check_err() {
-                first_error.get_or_insert(CudaError::driver(
-                    "deferred (a drop in this context)",
-                    Some(rank.lane.device),
-                    error,
-                ));
-            }
+            let completed = complete(&rank.lane.stream).into_result(rank.lane.device);
+            first_error = first_error.and(completed);
         }
         self.synchronized = true;
-        first_error.map_or(Ok(()), Err)
+        first_error
     }
 }
 
 impl Drop for CudaWork {
     fn drop(&mut self) {
-        if self.synchronized {
-            return;
+        let _restore = SavedContext::save();
+        if !self.synchronized {
+            // An unfinished generation: let queued copies and kernels end before any buffer is
+            // freed. Failures go back into each context's deferred slot.
+            for rank in &self.ranks {
+                complete(&rank.lane.stream).defer_into(rank.lane.context());
+            }
         }
-        // An unfinished generation: let queued copies and kernels end before any buffer is freed.
-        for rank in &self.ranks {
-            rank.lane
-                .context()
-                .record_err(rank.lane.stream.synchronize());
-        }
+        // Release the buffers and events while the caller's context is saved.
+        self.ranks.clear();
     }
 }

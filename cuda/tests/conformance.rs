@@ -31,6 +31,7 @@ fn config(max_world: usize) -> ConformanceConfig {
 
 #[test]
 fn the_cuda_executor_passes_the_conformance_suite_on_every_map() {
+    let _watchdog = common::watchdog("conformance");
     let Some(gpus) = common::gpus("conformance") else {
         return;
     };

@@ -1,18 +1,24 @@
 //! The executor on real GPUs: exact results for every type and operation on every map, the
-//! ordering of one exchange step, generations chained on the device, validation, setup.
+//! ordering of one exchange step, generations chained on the device, validation, setup, the
+//! caller's current context, waits that deferred errors cannot skip, and the topology report.
 //!
 //! Each test prints `SKIP: no CUDA driver ...` and passes where there is no GPU (unless
-//! `RUCCL_CUDA_REQUIRE_GPU=1`).
+//! `RUCCL_CUDA_REQUIRE_HARDWARE=1` or `RUCCL_CUDA_REQUIRE_GPU=1`; under the first, any other
+//! skip fails too). Each runs under a watchdog, and every collective has a timeout.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests assert by unwrapping
 
 mod common;
 
+use cudarc::driver::sys::CUresult;
+use cudarc::driver::{DriverError, result};
 use ruccl_core::{DeviceId, NativeCollectiveDevice, NativeCommunicator, ReduceOperation};
-use ruccl_cuda::kernels::nvrtc_available;
+use ruccl_cuda::kernels::{
+    EMBEDDED_PTX, nvrtc_available, nvrtc_library, nvrtc_version, ptx_isa_version,
+};
 use ruccl_cuda::{
-    ContextKind, ContextPolicy, CudaCollective, CudaConfig, CudaError, DeviceMap, KernelSource,
-    PeerStatus,
+    ContextKind, ContextPolicy, CudaCollective, CudaConfig, CudaError, DeviceMap, DriverCode,
+    KernelSource, PeerStatus, probe,
 };
 use ruccl_sim::host::{ElementType, HostTensors, HostValues};
 
@@ -43,8 +49,65 @@ fn check_all_reduce(
     }
 }
 
+/// The report `gpu-check.sh` prints as the run's topology: one `TOPOLOGY:` line per map this
+/// machine offers (GPUs, the context each logical rank got, peer access), plus the driver and
+/// the kernel sources. Under `RUCCL_CUDA_REQUIRE_HARDWARE=1` the executor is built with
+/// separate contexts required, so a refused context fails here first.
+#[test]
+fn the_topology_report_names_gpus_contexts_and_peer_access() {
+    let _watchdog = common::watchdog("topology");
+    let driver = match probe() {
+        Ok(driver) => driver,
+        Err(error) => {
+            println!("TOPOLOGY: no usable GPU ({error})");
+            common::gpus("topology");
+            return;
+        }
+    };
+    let nvrtc = match nvrtc_version() {
+        Some(version) => format!(
+            "NVRTC {version} at {}",
+            nvrtc_library().unwrap_or_else(|| "an unknown path".to_owned())
+        ),
+        None => "no NVRTC".to_owned(),
+    };
+    let isa = ptx_isa_version(EMBEDDED_PTX)
+        .map_or("?".to_owned(), |(major, minor)| format!("{major}.{minor}"));
+    println!(
+        "TOPOLOGY: driver CUDA {} ({}), {} GPU(s); embedded PTX ISA {isa}; {nvrtc}",
+        driver.version_string(),
+        driver.library,
+        driver.device_count
+    );
+    let mut maps = vec![(
+        "logical",
+        DeviceMap::logical(0, common::logical_ranks()).unwrap(),
+    )];
+    if driver.device_count >= 2 {
+        maps.push((
+            "one per GPU",
+            DeviceMap::one_per_gpu(driver.device_count).unwrap(),
+        ));
+    }
+    for (name, map) in maps {
+        let device = common::executor(map, CudaConfig::from_env());
+        println!("TOPOLOGY: {name}: {}", device.topology().summary());
+        if common::hardware_required() {
+            for lane in &device.topology().lanes {
+                assert!(
+                    !matches!(&lane.context, ContextKind::SharedPrimary { reason } if reason != "configured"),
+                    "{}: {}",
+                    lane.device,
+                    lane.context
+                );
+            }
+        }
+    }
+}
+
 #[test]
 fn every_type_and_operation_reduces_exactly_on_every_map() {
+    let _watchdog = common::watchdog("every_type_and_operation");
     let Some(gpus) = common::gpus("every_type_and_operation") else {
         return;
     };
@@ -68,6 +131,7 @@ fn every_type_and_operation_reduces_exactly_on_every_map() {
 
 #[test]
 fn a_large_tensor_reduces_exactly_across_all_ranks() {
+    let _watchdog = common::watchdog("a_large_tensor");
     let Some(gpus) = common::gpus("a_large_tensor") else {
         return;
     };
@@ -93,6 +157,7 @@ fn a_large_tensor_reduces_exactly_across_all_ranks() {
 
 #[test]
 fn outputs_feed_the_next_generation_on_the_device() {
+    let _watchdog = common::watchdog("outputs_feed_the_next_generation");
     let Some(gpus) = common::gpus("outputs_feed_the_next_generation") else {
         return;
     };
@@ -115,7 +180,12 @@ fn outputs_feed_the_next_generation_on_the_device() {
                         let mut tensor = device.upload(id, &values).unwrap();
                         for _ in 0..GENERATIONS {
                             tensor = communicator
-                                .all_reduce(rank, tensor, ReduceOperation::Sum)
+                                .all_reduce_timeout(
+                                    rank,
+                                    tensor,
+                                    ReduceOperation::Sum,
+                                    common::COLLECTIVE_TIMEOUT,
+                                )
                                 .unwrap();
                         }
                         device.download(&tensor).unwrap()
@@ -141,6 +211,7 @@ fn outputs_feed_the_next_generation_on_the_device() {
 /// destination were written before its own send had read it, the rotation would come out wrong.
 #[test]
 fn sends_read_the_pre_step_state_even_when_every_range_overlaps() {
+    let _watchdog = common::watchdog("sends_read_the_pre_step_state");
     let Some(gpus) = common::gpus("sends_read_the_pre_step_state") else {
         return;
     };
@@ -183,6 +254,7 @@ fn sends_read_the_pre_step_state_even_when_every_range_overlaps() {
 
 #[test]
 fn contract_violations_are_typed_errors_and_leave_the_device_usable() {
+    let _watchdog = common::watchdog("contract_violations");
     let Some(gpus) = common::gpus("contract_violations") else {
         return;
     };
@@ -247,7 +319,9 @@ fn contract_violations_are_typed_errors_and_leave_the_device_usable() {
 
 #[test]
 fn logical_ranks_get_their_own_contexts_or_say_why_not() {
-    let Some(_) = common::gpus("logical_ranks_get_their_own_contexts") else {
+    let test = "logical_ranks_get_their_own_contexts";
+    let _watchdog = common::watchdog(test);
+    let Some(_) = common::gpus(test) else {
         return;
     };
     let device = common::executor(DeviceMap::logical(0, 4).unwrap(), CudaConfig::default());
@@ -259,10 +333,29 @@ fn logical_ranks_get_their_own_contexts_or_say_why_not() {
         match &lane.context {
             ContextKind::Separate => {}
             ContextKind::SharedPrimary { reason } => {
-                println!("{}: driver refused a context: {reason}", lane.device);
+                // A fallback means the separate-context path went unchecked.
+                common::skip(
+                    test,
+                    format!("{}: driver refused a context: {reason}", lane.device),
+                );
             }
             other => panic!("{}: unexpected {other:?}", lane.device),
         }
+    }
+    // Where separate contexts are required, a refusal is an error, never a fallback.
+    match CudaCollective::with_config(
+        DeviceMap::logical(0, 3).unwrap(),
+        CudaConfig::default().with_contexts(ContextPolicy::Separate),
+    ) {
+        Ok(strict) => assert!(
+            strict.topology().lanes[1..]
+                .iter()
+                .all(|lane| lane.context == ContextKind::Separate),
+            "{}",
+            strict.topology()
+        ),
+        Err(error @ CudaError::ContextRefused { .. }) => common::skip(test, error),
+        Err(error) => panic!("{error}"),
     }
     let separate = lanes
         .iter()
@@ -291,11 +384,15 @@ fn logical_ranks_get_their_own_contexts_or_say_why_not() {
 
 #[test]
 fn peer_access_is_enabled_between_gpus_that_support_it() {
+    let _watchdog = common::watchdog("peer_access");
     let Some(gpus) = common::gpus("peer_access") else {
         return;
     };
     if gpus < 2 {
-        println!("SKIP: peer access needs two GPUs, this machine has {gpus}");
+        common::allowed_skip(
+            "peer_access",
+            format!("peer access needs two GPUs, this machine has {gpus}"),
+        );
         return;
     }
     let device = common::executor(DeviceMap::one_per_gpu(gpus).unwrap(), CudaConfig::default());
@@ -310,23 +407,162 @@ fn peer_access_is_enabled_between_gpus_that_support_it() {
     }
 }
 
+/// The kernel source compiled at run time. An NVRTC newer than the driver produces PTX the
+/// driver cannot load: that is a typed error naming both versions ([`CudaError::PtxTooNew`]),
+/// reported as an allowed skip; a missing NVRTC is a plain skip (a failure on the hardware run).
 #[test]
 fn nvrtc_compiled_kernels_reduce_like_the_embedded_ptx() {
-    let Some(_) = common::gpus("nvrtc_compiled_kernels") else {
+    let test = "nvrtc_compiled_kernels";
+    let _watchdog = common::watchdog(test);
+    let Some(_) = common::gpus(test) else {
         return;
     };
     if !nvrtc_available() {
-        println!("SKIP: no NVRTC library on the loader path (the embedded PTX is what runs)");
+        common::skip(
+            test,
+            "no NVRTC library on the loader path (the embedded PTX is what runs)",
+        );
         return;
     }
-    let device = common::executor(
+    let built = CudaCollective::with_config(
         DeviceMap::logical(0, 3).unwrap(),
-        CudaConfig::default().with_kernels(KernelSource::Nvrtc),
+        CudaConfig::from_env().with_kernels(KernelSource::Nvrtc),
     );
+    println!(
+        "NVRTC {} from {}",
+        nvrtc_version().unwrap_or_default(),
+        nvrtc_library().unwrap_or_else(|| "an unknown path".to_owned())
+    );
+    let device = match built {
+        Ok(device) => device,
+        Err(error @ CudaError::PtxTooNew { .. }) => {
+            common::allowed_skip(test, error);
+            return;
+        }
+        Err(error) => panic!("{test}: {error}"),
+    };
     let devices = device.devices();
     for element_type in [ElementType::BF16, ElementType::F16, ElementType::I64] {
         for operation in ReduceOperation::ALL {
             check_all_reduce(&device, &devices, element_type, operation, 3001);
         }
     }
+}
+
+/// Every entry point restores the calling thread's current context, whatever it was: none, or
+/// a context the executor also uses (the primary one). Checked on each rank's thread after
+/// upload, the collective (whose last arriver binds every rank's context), download and drop,
+/// and after the executor itself is dropped.
+#[test]
+fn the_callers_current_context_is_restored_after_every_call() {
+    let _watchdog = common::watchdog("callers_current_context");
+    let Some(_) = common::gpus("callers_current_context") else {
+        return;
+    };
+    let current = || {
+        result::ctx::get_current()
+            .unwrap()
+            .map(|context| context as usize)
+    };
+    let device = common::executor(DeviceMap::logical(0, 4).unwrap(), CudaConfig::from_env());
+    let communicator = NativeCommunicator::new(device.devices(), device.clone()).unwrap();
+    let primary = device.stream(DeviceId::new(0)).unwrap().context().cu_ctx() as usize;
+    std::thread::scope(|scope| {
+        for (rank, id) in device.devices().into_iter().enumerate() {
+            let (device, communicator) = (&device, &communicator);
+            scope.spawn(move || {
+                // Even ranks have no current context; odd ones have the primary one current.
+                let before = if rank % 2 == 0 {
+                    // SAFETY: null unbinds this (test) thread's context; nothing else uses it.
+                    unsafe { result::ctx::set_current(std::ptr::null_mut()) }.unwrap();
+                    None
+                } else {
+                    let context = device.stream(DeviceId::new(0)).unwrap().context().clone();
+                    context.bind_to_thread().unwrap();
+                    Some(primary)
+                };
+                assert_eq!(current(), before, "rank {rank}: setting up");
+                let tensor = device
+                    .upload(id, &HostValues::F32(vec![1.0; 4096]))
+                    .unwrap();
+                assert_eq!(current(), before, "rank {rank}: after upload");
+                let prepared = communicator
+                    .all_reduce_timeout(
+                        rank,
+                        tensor,
+                        ReduceOperation::Sum,
+                        common::COLLECTIVE_TIMEOUT,
+                    )
+                    .unwrap();
+                assert_eq!(current(), before, "rank {rank}: after the all-reduce");
+                let values = device.download(&prepared).unwrap();
+                assert_eq!(values, HostValues::F32(vec![4.0; 4096]));
+                assert_eq!(current(), before, "rank {rank}: after download");
+                drop(prepared);
+                assert_eq!(current(), before, "rank {rank}: after dropping the output");
+            });
+        }
+    });
+    // SAFETY: as above, this test thread's own binding.
+    unsafe { result::ctx::set_current(std::ptr::null_mut()) }.unwrap();
+    drop(communicator);
+    drop(device);
+    assert_eq!(current(), None, "after dropping the executor");
+}
+
+/// cudarc's `CudaStream::synchronize` returns an error deferred into the context *instead of*
+/// waiting. The executor's waits drain that error first and always wait: with a deferred error
+/// planted after a long queue of copies, `synchronize` reports the planted error, and the
+/// queue is complete when it returns. A drop puts the error back for the next call.
+#[test]
+fn a_deferred_error_is_reported_without_skipping_the_wait() {
+    let _watchdog = common::watchdog("deferred_error_wait");
+    let Some(_) = common::gpus("deferred_error_wait") else {
+        return;
+    };
+    let device = common::executor(DeviceMap::logical(0, 1).unwrap(), CudaConfig::from_env());
+    let id = DeviceId::new(0);
+    let len = 64 << 20; // 256 MiB of f32 per tensor
+    let from = device.upload(id, &HostValues::F32(vec![1.0; len])).unwrap();
+    let into = device.upload(id, &HostValues::F32(vec![0.0; len])).unwrap();
+    let stream = device.stream(id).unwrap();
+    stream.context().bind_to_thread().unwrap();
+    for _ in 0..400 {
+        // SAFETY: both tensors hold `len` f32 elements on this stream's context and live until
+        // after the waits below; the copies are ordered on this one stream.
+        unsafe {
+            result::memcpy_dtod_async(
+                into.device_address(),
+                from.device_address(),
+                len * 4,
+                stream.cu_stream(),
+            )
+        }
+        .unwrap();
+    }
+    let queued = stream.record_event(None).unwrap();
+    let planted = DriverError(CUresult::CUDA_ERROR_UNKNOWN);
+    stream.context().record_err::<()>(Err(planted));
+    match device.synchronize(id) {
+        Err(CudaError::Driver { source, .. }) => {
+            assert_eq!(source, DriverCode(CUresult::CUDA_ERROR_UNKNOWN));
+        }
+        other => panic!("expected the planted deferred error, got {other:?}"),
+    }
+    assert!(
+        queued.try_is_complete().unwrap(),
+        "synchronize returned before the queued copies completed"
+    );
+    // A drop cannot return the error: it waits, frees, and defers it again.
+    stream.context().record_err::<()>(Err(planted));
+    drop(into);
+    assert!(matches!(
+        device.synchronize(id),
+        Err(CudaError::Driver { .. })
+    ));
+    assert!(device.synchronize(id).is_ok(), "the error is reported once");
+    assert_eq!(
+        device.download(&from).unwrap(),
+        HostValues::F32(vec![1.0; len])
+    );
 }

@@ -2,20 +2,90 @@
 //! on (logical ranks on each GPU; across GPUs when there are several).
 //!
 //! Without a CUDA driver or GPU every hardware test prints `SKIP: ...` and passes, unless
-//! `RUCCL_CUDA_REQUIRE_GPU=1` (set by `gpu-check.sh run`), which turns the skip into a failure.
+//! `RUCCL_CUDA_REQUIRE_HARDWARE=1` (set by `gpu-check.sh run`) or the older
+//! `RUCCL_CUDA_REQUIRE_GPU=1`, which turn the skip into a failure. Under
+//! `RUCCL_CUDA_REQUIRE_HARDWARE=1` *every* [`skip`] fails; only [`allowed_skip`]s — a case that
+//! does not apply to this machine, or a typed mismatch of its software — still pass.
+//!
+//! Every hardware test runs under a [`watchdog`], and every collective it starts has a timeout,
+//! so a hang ends the test binary with a `TIMEOUT:` line naming the test, well before the check
+//! script's step limit.
 
 #![allow(dead_code)] // each test binary uses its own subset
 
 use half::{bf16, f16};
 use ruccl_core::{DeviceId, NativeCollectiveError, NativeCommunicator, ReduceOperation};
-use ruccl_cuda::{CudaCollective, CudaConfig, DeviceMap, probe};
+use ruccl_cuda::{CudaCollective, CudaConfig, DeviceMap, REQUIRE_HARDWARE_ENV, probe};
 use ruccl_sim::host::{ElementType, HostTensors, HostValues};
 use ruccl_sim::pattern::{self, Expected};
+use std::sync::mpsc;
 use std::time::Duration;
+
+/// How long one collective may take before it fails with a timeout.
+pub const COLLECTIVE_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Whether every skip must fail the test (`RUCCL_CUDA_REQUIRE_HARDWARE=1`).
+pub fn hardware_required() -> bool {
+    ruccl_cuda::hardware_required()
+}
 
 /// Whether a missing GPU must fail the test instead of skipping it.
 pub fn gpu_required() -> bool {
-    std::env::var("RUCCL_CUDA_REQUIRE_GPU").is_ok_and(|value| value == "1")
+    hardware_required() || std::env::var("RUCCL_CUDA_REQUIRE_GPU").is_ok_and(|value| value == "1")
+}
+
+/// Skip `test` for `reason`: prints `SKIP: test: reason`. Under
+/// `RUCCL_CUDA_REQUIRE_HARDWARE=1` a skip means the run did not check what it was meant to, so
+/// this panics instead.
+pub fn skip(test: &str, reason: impl std::fmt::Display) {
+    assert!(
+        !hardware_required(),
+        "{test}: would skip ({reason}), but {REQUIRE_HARDWARE_ENV}=1 allows no skip"
+    );
+    println!("SKIP: {test}: {reason}");
+}
+
+/// A skip that is right even on the hardware run: the case does not apply to this machine (peer
+/// access with one GPU), or its software has a typed, known mismatch (an NVRTC newer than the
+/// driver). Prints `SKIP (allowed): test: reason`, which the check script counts apart.
+pub fn allowed_skip(test: &str, reason: impl std::fmt::Display) {
+    println!("SKIP (allowed): {test}: {reason}");
+}
+
+/// The longest a hardware test may run: `RUCCL_CUDA_TEST_TIMEOUT` seconds (the check script sets
+/// it below its step limit), by default 240.
+pub fn test_timeout() -> Duration {
+    std::env::var("RUCCL_CUDA_TEST_TIMEOUT")
+        .ok()
+        .and_then(|value| value.trim().parse().ok())
+        .filter(|&seconds| seconds > 0)
+        .map_or(Duration::from_secs(240), Duration::from_secs)
+}
+
+/// Ends the whole test process (exit status 124, after a `TIMEOUT:` line naming the test) if it
+/// is still alive [`test_timeout`] after it was armed. A hung device call cannot be cancelled
+/// from its thread, so ending the process is the only way to report it before the step limit.
+/// Disarmed when dropped.
+#[must_use = "the watchdog is disarmed as soon as it is dropped"]
+pub struct Watchdog {
+    _disarm: mpsc::Sender<()>,
+}
+
+/// Arm a [`Watchdog`] for `test`.
+pub fn watchdog(test: &str) -> Watchdog {
+    let limit = test_timeout();
+    let (disarm, disarmed) = mpsc::channel::<()>();
+    let test = test.to_owned();
+    std::thread::spawn(move || {
+        if let Err(mpsc::RecvTimeoutError::Timeout) = disarmed.recv_timeout(limit) {
+            eprintln!(
+                "TIMEOUT: {test} still running after {} s; the watchdog ends the test process",
+                limit.as_secs()
+            );
+            std::process::exit(124);
+        }
+    });
+    Watchdog { _disarm: disarm }
 }
 
 /// The number of GPUs, or `None` (after printing the skip line) where there is no usable driver.
@@ -92,7 +162,7 @@ pub fn all_reduce(
                 scope.spawn(move || -> Result<HostValues, String> {
                     let tensor = device.upload(id, values).map_err(|e| e.to_string())?;
                     let output = communicator
-                        .all_reduce_timeout(rank, tensor, operation, Duration::from_secs(60))
+                        .all_reduce_timeout(rank, tensor, operation, COLLECTIVE_TIMEOUT)
                         .map_err(|e: NativeCollectiveError| e.to_string())?;
                     device.download(&output).map_err(|e| e.to_string())
                 })
