@@ -119,38 +119,43 @@ impl HostBuffer {
         }
     }
 
-    /// The elements' bytes, little-endian, element after element.
-    pub(crate) fn to_le_bytes(&self) -> Vec<u8> {
-        each!(self, values => values.iter().flat_map(|value| value.to_le_bytes()).collect())
+    /// Writes the elements' bytes, little-endian, element after element, to the start of
+    /// `out`; `false` (nothing written) if `out` is too short.
+    pub(crate) fn write_le_bytes(&self, out: &mut [u8]) -> bool {
+        if out.len() < self.byte_len() {
+            return false;
+        }
+        let size = self.element_type().size();
+        each!(self, values => {
+            for (chunk, value) in out.chunks_exact_mut(size).zip(values) {
+                chunk.copy_from_slice(&value.to_le_bytes());
+            }
+        });
+        true
     }
 
-    /// `len` elements of `element` from little-endian `bytes` (`None` if too few bytes).
-    pub(crate) fn from_le_bytes(element: ElementType, len: usize, bytes: &[u8]) -> Option<Self> {
-        fn read<T, const N: usize>(
-            len: usize,
-            bytes: &[u8],
-            from: fn([u8; N]) -> T,
-        ) -> Option<Vec<T>> {
-            let bytes = bytes.get(..len.checked_mul(N)?)?;
-            Some(
-                bytes
-                    .chunks_exact(N)
-                    .map(|chunk| {
-                        let mut array = [0u8; N];
-                        array.copy_from_slice(chunk);
-                        from(array)
-                    })
-                    .collect(),
-            )
+    /// Overwrites every element with the little-endian `bytes` (element after element);
+    /// `false` (nothing changed) if `bytes` is too short.
+    pub(crate) fn read_le_bytes(&mut self, bytes: &[u8]) -> bool {
+        fn read<T, const N: usize>(values: &mut [T], bytes: &[u8], from: fn([u8; N]) -> T) {
+            for (value, chunk) in values.iter_mut().zip(bytes.chunks_exact(N)) {
+                let mut array = [0u8; N];
+                array.copy_from_slice(chunk);
+                *value = from(array);
+            }
         }
-        Some(match element {
-            ElementType::F32 => HostBuffer::F32(read(len, bytes, f32::from_le_bytes)?),
-            ElementType::F64 => HostBuffer::F64(read(len, bytes, f64::from_le_bytes)?),
-            ElementType::F16 => HostBuffer::F16(read(len, bytes, f16::from_le_bytes)?),
-            ElementType::BF16 => HostBuffer::BF16(read(len, bytes, bf16::from_le_bytes)?),
-            ElementType::I32 => HostBuffer::I32(read(len, bytes, i32::from_le_bytes)?),
-            ElementType::I64 => HostBuffer::I64(read(len, bytes, i64::from_le_bytes)?),
-        })
+        if bytes.len() < self.byte_len() {
+            return false;
+        }
+        match self {
+            HostBuffer::F32(values) => read(values, bytes, f32::from_le_bytes),
+            HostBuffer::F64(values) => read(values, bytes, f64::from_le_bytes),
+            HostBuffer::F16(values) => read(values, bytes, f16::from_le_bytes),
+            HostBuffer::BF16(values) => read(values, bytes, bf16::from_le_bytes),
+            HostBuffer::I32(values) => read(values, bytes, i32::from_le_bytes),
+            HostBuffer::I64(values) => read(values, bytes, i64::from_le_bytes),
+        }
+        true
     }
 
     /// The start of the elements, for MPI to read. Valid for [`byte_len`](Self::byte_len) bytes
@@ -222,19 +227,23 @@ mod tests {
 
     #[test]
     fn bytes_round_trip_for_every_type() {
-        for element in ElementType::ALL {
-            let buffer = HostBuffer::zeroed(element, 3);
-            let bytes = buffer.to_le_bytes();
-            assert_eq!(bytes.len(), buffer.byte_len());
-            assert_eq!(HostBuffer::from_le_bytes(element, 3, &bytes), Some(buffer));
-            assert_eq!(HostBuffer::from_le_bytes(element, 4, &bytes), None);
+        let sources = [
+            HostBuffer::F32(vec![1.5, -0.0, f32::MAX]),
+            HostBuffer::F64(vec![-2.25, 1e300, f64::MIN_POSITIVE]),
+            HostBuffer::F16(vec![f16::from_f32(-3.5), f16::MAX, f16::MIN_POSITIVE]),
+            HostBuffer::BF16(vec![bf16::from_f32(-2.5), bf16::MAX, bf16::ONE]),
+            HostBuffer::I32(vec![-1, i32::MIN, 7]),
+            HostBuffer::I64(vec![i64::MAX, -9, 0]),
+        ];
+        for source in sources {
+            let mut bytes = vec![0xA5u8; source.byte_len()];
+            assert!(source.write_le_bytes(&mut bytes));
+            let mut target = HostBuffer::zeroed(source.element_type(), 3);
+            assert!(target.read_le_bytes(&bytes));
+            assert_eq!(target, source);
+            assert!(!source.write_le_bytes(&mut bytes[1..]));
+            assert!(!target.read_le_bytes(&bytes[1..]));
         }
-        let buffer = HostBuffer::BF16(vec![bf16::from_f32(-2.5), bf16::MAX]);
-        let bytes = buffer.to_le_bytes();
-        assert_eq!(
-            HostBuffer::from_le_bytes(ElementType::BF16, 2, &bytes),
-            Some(buffer)
-        );
     }
 
     #[test]

@@ -16,10 +16,14 @@
 //!   error (the lowest failing process's text); calls that differ across processes (kind,
 //!   operation, type, length, root) are one shared [`InterProcessError::Mismatch`], not undefined
 //!   behaviour or a hang.
-//! - **Deadlines.** Every wait is non-blocking MPI plus a test loop bounded by the caller's
-//!   deadline. MPI cannot cancel a pending collective, so a timeout poisons the communicator
-//!   (every later call fails fast with the same [`InterProcessError::TimedOut`]) and the
-//!   buffers MPI may still write are leaked, never freed.
+//! - **Deadlines.** On a communicator made with [`Waiting::Deadlines`], every wait is
+//!   non-blocking MPI plus a test loop bounded by the caller's deadline. MPI cannot cancel a
+//!   pending collective, so a timeout poisons the communicator (every later call fails fast with
+//!   the same [`InterProcessError::TimedOut`]) and the buffers MPI may still write are leaked,
+//!   never freed. [`Waiting::Blocking`] uses MPI's blocking collectives instead: faster, no
+//!   deadlines.
+//! - **One collective for small all-reduces.** The status travels in a fixed-size packet whose
+//!   slot also carries an all-reduce of up to 64 bytes when nobody waits with a deadline.
 //! - **Threads.** MPI is initialised at `MPI_THREAD_SERIALIZED`; any thread may call, and a
 //!   process-wide lock ([`lock_mpi`]) serialises the MPI calls one at a time.
 //!
@@ -31,7 +35,7 @@
 //! | module          | job                                                              |
 //! |-----------------|------------------------------------------------------------------|
 //! | `inter_process` | the [`InterProcess`] trait and its contract                      |
-//! | `engine`        | [`MpiRuntime`], [`MpiInterProcess`]: the trait on MPI             |
+//! | `engine`        | [`MpiRuntime`], [`MpiInterProcess`], [`Waiting`]: the trait on MPI |
 //! | `agreement`     | the status words and the verdict every process reads from them   |
 //! | `buffer`        | [`HostBuffer`]                                                    |
 //! | `error`         | [`InterProcessError`], [`LocalFailure`], [`CallDescription`]      |

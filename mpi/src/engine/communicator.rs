@@ -85,6 +85,8 @@ struct State {
     /// length (MPI overwrites every element), so that a steady stream of all-reduces allocates
     /// nothing and touches no fresh pages.
     spare: Option<HostBuffer>,
+    /// The last status packets (sent, received), reused so that a generation allocates none.
+    packets: Option<post::Pair<Vec<i64>>>,
 }
 
 /// The MPI handles a communicator owns.
@@ -166,6 +168,7 @@ impl MpiInterProcess {
                 generation: 0,
                 poisoned: None,
                 spare: None,
+                packets: None,
             }),
             _runtime: runtime,
         };
@@ -273,12 +276,13 @@ impl MpiInterProcess {
             ),
             _ => (local, deadline),
         };
-        let outcome =
-            self.agree(resources, &call, local, deadline)
-                .and_then(|agreed| match agreed {
-                    Agreed::Run(input) => run(resources, &mut state.spare, input),
-                    Agreed::Done(output) => Ok(output),
-                });
+        let state = &mut *state;
+        let outcome = self
+            .agree(resources, &mut state.packets, &call, local, deadline)
+            .and_then(|agreed| match agreed {
+                Agreed::Run(input) => run(resources, &mut state.spare, input),
+                Agreed::Done(output) => Ok(output),
+            });
         outcome.map_err(|stop| {
             let error = match stop {
                 WaitError::Expired => InterProcessError::TimedOut { generation },
@@ -296,6 +300,7 @@ impl MpiInterProcess {
     fn agree(
         &self,
         resources: &Resources,
+        packets: &mut Option<post::Pair<Vec<i64>>>,
         call: &CallDescription,
         local: Result<HostBuffer, LocalFailure>,
         deadline: Option<Instant>,
@@ -309,27 +314,40 @@ impl MpiInterProcess {
         );
         let carried = packet::carries_data(call);
         let data = local.as_ref().ok().filter(|_| carried);
-        let (_, received) = post::all_reduce_packet(
-            resources.comm,
-            packet::pack(&words, data),
-            vec![0; PACKET_WORDS],
-            &resources.packet,
-        )?
-        .wait(deadline)?;
-        let reduced =
-            packet::status(&received).ok_or_else(|| internal("a status packet too short"))?;
+        let (mut send, mut received) = packets.take().unwrap_or_default();
+        packet::pack_into(&mut send, &words, data);
+        received.clear();
+        received.resize(PACKET_WORDS, 0);
+        let (send, received) =
+            post::all_reduce_packet(resources.comm, send, received, &resources.packet)?
+                .wait(deadline)?;
+        let reduced = packet::status(&received);
+        // A carried all-reduce's result, decoded into the input (same type and length) before
+        // the packets go back for reuse. It counts only when nobody waits with a deadline: see
+        // `packet.rs` for why a deadline anywhere needs the collective on its own.
+        let mut local = local;
+        let mut done = false;
+        if let (Some(reduced), Ok(input)) = (&reduced, &mut local) {
+            if carried
+                && agreement::verdict(reduced, self.processes) == Verdict::Proceed
+                && !agreement::any_deadline(reduced)
+            {
+                if !packet::unpack_into(&received, input) {
+                    return Err(internal("a carried all-reduce that does not fit").into());
+                }
+                done = true;
+            }
+        }
+        *packets = Some((send, received));
+        let reduced = reduced.ok_or_else(|| internal("a status packet too short"))?;
         match agreement::verdict(&reduced, self.processes) {
             Verdict::Proceed => {
                 let input = local.map_err(|_| internal("proceeding past a local failure"))?;
-                // The slot's result counts only when nobody waits with a deadline; see
-                // `packet.rs` for why a deadline anywhere needs the collective on its own.
-                if carried && !agreement::any_deadline(&reduced) {
-                    let output = packet::unpack(&received, input.element_type(), input.len())
-                        .ok_or_else(|| internal("a carried all-reduce that does not fit"))?;
-                    Ok(Agreed::Done(output))
+                Ok(if done {
+                    Agreed::Done(input)
                 } else {
-                    Ok(Agreed::Run(input))
-                }
+                    Agreed::Run(input)
+                })
             }
             Verdict::Failed { process } => {
                 let message = share_text(resources, process, local.err(), deadline)?;

@@ -137,8 +137,8 @@ impl Backoff {
     }
 }
 
-/// The error for MPI return code `code` of `call`. Call with the MPI lock held or not: it takes
-/// the lock itself for `MPI_Error_string`, so never call it while holding the lock.
+/// The error for MPI return code `code` of `call`. Takes the MPI lock itself (for
+/// `MPI_Error_string`): never call it while holding the lock.
 pub(crate) fn mpi_error(call: &'static str, code: c_int) -> InterProcessError {
     let mut text = vec![0u8; ffi::MPI_MAX_ERROR_STRING as usize + 1];
     let mut len: c_int = 0;

@@ -46,14 +46,22 @@ pub(crate) fn carries_data(call: &CallDescription) -> bool {
             .is_some_and(|bytes| bytes <= SLOT_BYTES)
 }
 
-/// A packet: `status`, then `data`'s bytes in the slot (zeros without data).
-pub(crate) fn pack(status: &[i64; STATUS_WORDS], data: Option<&HostBuffer>) -> Vec<i64> {
-    let mut packet = vec![0i64; PACKET_WORDS];
+/// Makes `packet` a packet: `status`, then `data`'s bytes in the slot (zeros without data).
+/// Reuses the vector's allocation.
+pub(crate) fn pack_into(
+    packet: &mut Vec<i64>,
+    status: &[i64; STATUS_WORDS],
+    data: Option<&HostBuffer>,
+) {
+    packet.clear();
+    packet.resize(PACKET_WORDS, 0);
     packet[..STATUS_WORDS].copy_from_slice(status);
     if let Some(data) = data {
-        write_slot(&mut packet, &data.to_le_bytes());
+        let mut bytes = [0u8; SLOT_BYTES];
+        if data.write_le_bytes(&mut bytes) {
+            write_slot(packet, &bytes);
+        }
     }
-    packet
 }
 
 /// The status words of a packet.
@@ -61,9 +69,10 @@ pub(crate) fn status(packet: &[i64]) -> Option<[i64; STATUS_WORDS]> {
     packet.get(..STATUS_WORDS)?.try_into().ok()
 }
 
-/// The slot as `len` elements of `element`.
-pub(crate) fn unpack(packet: &[i64], element: ElementType, len: usize) -> Option<HostBuffer> {
-    HostBuffer::from_le_bytes(element, len, &read_slot(packet))
+/// Overwrites `buffer` with the slot's elements (of `buffer`'s type and length); `false` if they
+/// do not fit the slot.
+pub(crate) fn unpack_into(packet: &[i64], buffer: &mut HostBuffer) -> bool {
+    buffer.read_le_bytes(&read_slot(packet))
 }
 
 fn read_slot(packet: &[i64]) -> [u8; SLOT_BYTES] {
@@ -246,6 +255,17 @@ unsafe extern "C" fn reduce_packets(
 mod tests {
     use super::*;
     use crate::agreement::{Verdict, contribution, verdict};
+
+    fn pack(status: &[i64; STATUS_WORDS], data: Option<&HostBuffer>) -> Vec<i64> {
+        let mut packet = Vec::new();
+        pack_into(&mut packet, status, data);
+        packet
+    }
+
+    fn unpack(packet: &[i64], element: ElementType, len: usize) -> Option<HostBuffer> {
+        let mut buffer = HostBuffer::zeroed(element, len);
+        unpack_into(packet, &mut buffer).then_some(buffer)
+    }
 
     fn call(len: usize, element: ElementType, operation: ReduceOperation) -> CallDescription {
         CallDescription {
