@@ -18,7 +18,8 @@
 //!
 //! Per size: `-w` warm-up calls per engine, then `-n` timed calls per engine, in ten rounds
 //! that take turns between the engines (so that a noisy stretch of a shared machine hits all of
-//! them); `time` is the mean per call of the slowest process. `algbw = bytes / time`, `busbw = algbw · 2(P-1)/P`. `#wrong` counts
+//! them); `time` is the mean per call, averaged over the processes (nccl-tests' default, `-a 1`).
+//! `algbw = bytes / time`, `busbw = algbw · 2(P-1)/P`. `#wrong` counts
 //! the elements, over all processes, that differ from the reference after one checked call.
 
 use mpi::collective::SystemOperation;
@@ -223,14 +224,14 @@ impl Bench {
         Ok(receive)
     }
 
-    /// The largest `value` over all processes.
-    fn max(&self, value: f64) -> f64 {
-        let mut max = 0f64;
+    /// The mean of `value` over all processes.
+    fn average(&self, value: f64) -> f64 {
+        let mut sum = 0f64;
         let _mpi = lock_mpi();
         self.runtime
             .world()
-            .all_reduce_into(&value, &mut max, SystemOperation::max());
-        max
+            .all_reduce_into(&value, &mut sum, SystemOperation::sum());
+        sum / self.processes as f64
     }
 
     /// The sum of `value` over all processes.
@@ -273,7 +274,7 @@ impl Bench {
         let mut rows = Vec::new();
         for (engine, elapsed) in engines.iter().zip(elapsed) {
             let mean = elapsed.as_secs_f64() / options.iterations as f64;
-            let seconds = self.max(mean);
+            let seconds = self.average(mean);
             let mut wrong = 0u64;
             if options.check {
                 let output = self.run(*engine, &send, 1).map_err(|e| (*engine, e))?;
