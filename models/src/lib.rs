@@ -10,8 +10,10 @@
 //! |-----------------|--------------------------------------------------------------------------|
 //! | [`properties`]  | one checker function per property of the design, named after it          |
 //! | [`scenario`]    | the scenarios, written once against [`ruccl_core::sync`], run by all three |
-//! | [`values`]      | inputs that betray their generation, and their reference reductions      |
-//! | [`device`]      | the devices the scenarios drive, and a decorator that holds the ring      |
+//! | [`script`]      | what the ranks ask for, generation by generation, and what they must get  |
+//! | [`values`]      | inputs that betray their generation, and every collective's outputs      |
+//! | [`device`]      | the devices the scenarios drive, the census, a decorator holding the schedule |
+//! | [`witness`]     | how often a scenario hit the schedule-dependent case it is about         |
 //! | [`quiet`]       | a panic hook that keeps contained, injected panics off the output         |
 //! | [`budget`]      | the full and the quick (mutation-testing) profile                        |
 //! | `checkers`      | loom and shuttle runners that count executions and time them             |
@@ -26,4 +28,6 @@ pub mod device;
 pub mod properties;
 pub mod quiet;
 pub mod scenario;
+pub mod script;
 pub mod values;
+pub mod witness;

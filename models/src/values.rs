@@ -1,8 +1,9 @@
-//! Inputs and their reference reductions. Every element is a small positive integer that depends
-//! on the rank and the generation, so a result betrays the generation it was computed from: a rank
-//! handed another generation's data is caught by value.
+//! Inputs and the outputs every collective must deliver. Every element is a small positive
+//! integer that depends on the rank and the generation, so a result betrays the generation (and,
+//! for all-gather and broadcast, the ranks) it was computed from: a rank handed another
+//! generation's data is caught by value.
 
-use ruccl_core::ReduceOperation;
+use ruccl_core::{Collective, ReduceOperation};
 use ruccl_sim::conformance::reference::reduce_integers;
 
 /// Element `index` of `rank`'s input in `generation`.
@@ -22,8 +23,8 @@ pub fn input(rank: usize, generation: u64, length: usize) -> Vec<i64> {
         .collect()
 }
 
-/// The operation every rank uses in `generation` (unless a scenario makes them disagree): all
-/// five cycle, so a result also betrays an operation mixed up between generations.
+/// A reduce operation per generation: all five cycle, so a result also betrays an operation mixed
+/// up between generations.
 pub fn operation(generation: u64) -> ReduceOperation {
     let all = ReduceOperation::ALL;
     let index = usize::try_from(generation % all.len() as u64).unwrap_or(0);
@@ -50,6 +51,44 @@ pub fn reduction(
         .collect()
 }
 
+/// What every rank receives from `collective` over `world` ranks' inputs of `generation`, each
+/// `length` elements long, in rank order — the contract of DESIGN.md, computed sequentially:
+/// all-reduce, the reduction; reduce-scatter, block `r` of it; all-gather, every input in rank
+/// order; broadcast, the root's input. A collective that cannot run on these inputs (a root
+/// outside the world, a length not divisible by the world) has no outputs: empty.
+pub fn outputs(
+    collective: Collective,
+    world: usize,
+    generation: u64,
+    length: usize,
+) -> Vec<Vec<i64>> {
+    match collective {
+        Collective::AllReduce(operation) => {
+            vec![reduction(operation, world, generation, length); world]
+        }
+        Collective::ReduceScatter(operation) => {
+            if world == 0 || length % world != 0 {
+                return Vec::new();
+            }
+            let reduced = reduction(operation, world, generation, length);
+            let block = length / world;
+            (0..world)
+                .map(|rank| reduced[rank * block..(rank + 1) * block].to_vec())
+                .collect()
+        }
+        Collective::AllGather => {
+            let gathered: Vec<i64> = (0..world)
+                .flat_map(|rank| input(rank, generation, length))
+                .collect();
+            vec![gathered; world]
+        }
+        Collective::Broadcast { root } if root < world => {
+            vec![input(root, generation, length); world]
+        }
+        _ => Vec::new(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -69,5 +108,29 @@ mod tests {
     fn mean_rounds_toward_zero() {
         // Ranks 0 and 1, element 0 of generation 0: 1 and 4; the mean 2.5 rounds to 2.
         assert_eq!(reduction(ReduceOperation::Mean, 2, 0, 1), vec![2]);
+    }
+
+    #[test]
+    fn reduce_scatter_hands_each_rank_its_block_of_the_reduction() {
+        let sum = reduction(ReduceOperation::Sum, 3, 1, 6);
+        let blocks = outputs(Collective::ReduceScatter(ReduceOperation::Sum), 3, 1, 6);
+        assert_eq!(blocks.concat(), sum);
+        assert_eq!(blocks.len(), 3);
+        assert!(blocks.iter().all(|block| block.len() == 2));
+    }
+
+    #[test]
+    fn zero_length_reduce_scatter_gives_every_rank_an_empty_block() {
+        let blocks = outputs(Collective::ReduceScatter(ReduceOperation::Sum), 3, 0, 0);
+        assert_eq!(blocks, vec![Vec::<i64>::new(); 3]);
+    }
+
+    #[test]
+    fn all_gather_and_broadcast_betray_the_ranks_they_came_from() {
+        let gathered = outputs(Collective::AllGather, 2, 0, 2);
+        assert_eq!(gathered[1], vec![1, 2, 4, 5]);
+        let broadcast = outputs(Collective::Broadcast { root: 1 }, 2, 0, 2);
+        assert_eq!(broadcast[0], vec![4, 5]);
+        assert!(outputs(Collective::Broadcast { root: 2 }, 2, 0, 2).is_empty());
     }
 }

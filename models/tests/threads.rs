@@ -1,94 +1,188 @@
 //! Real threads (std): the scenarios of the model checkers on the OS scheduler, and the stress
-//! run — W = 8 ranks, 10 000 generations, random faults. Part of the ordinary `cargo test`;
-//! nothing here depends on timing (a hang would hang the test, never fail it by the clock).
+//! run — W = 8 ranks, 10 000 generations of mixed collectives with slips and random faults.
+//! Part of the ordinary `cargo test`. Nothing here depends on timing to pass: a hang would hang
+//! the test, never fail it by the clock, and the deadlines given (real ones, here) may pass or
+//! not — agreement must hold either way.
 #![cfg(not(any(ruccl_loom, ruccl_shuttle)))]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use ruccl_core::{Algorithm, Collective, ReduceOperation};
 use ruccl_models::budget::Profile;
 use ruccl_models::quiet::silence_injected_panics;
-use ruccl_models::scenario::{self, Shape};
+use ruccl_models::scenario;
+use ruccl_models::script::{Call, Script, Slip, random_script, random_timeouts};
 use ruccl_sim::FaultPlan;
-use ruccl_sim::fault::RandomPlan;
-use ruccl_sim::fault::every_site;
+use ruccl_sim::fault::{RandomPlan, every_site};
+use std::time::Duration;
 
+/// A seeded source of choices for [`random_script`]: `draw(n)` in `0..n`.
+fn seeded(seed: u64) -> impl FnMut(usize) -> usize {
+    let mut state = seed;
+    move |n| {
+        // SplitMix64.
+        state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        usize::try_from((z ^ (z >> 31)) % n as u64).unwrap_or(0)
+    }
+}
+
+/// Agreement, reuse, failure delivery (mismatches of every kind, invalid collectives, device
+/// faults at random sites), no hang or poison, resources: W = 8, 10 000 generations of mixed
+/// collectives and algorithms, one generation in 25 slipped, about one in 25 with a fault.
 #[test]
-fn eight_ranks_through_ten_thousand_generations_with_random_faults_all_agree() {
+fn eight_ranks_through_ten_thousand_mixed_generations_with_slips_and_faults_all_agree() {
     silence_injected_panics();
     let generations = Profile::current().pick(10_000, 1_000);
-    let shape = Shape {
-        world: 8,
-        generations,
-        length: 11,
-    };
-    // About one generation in twenty-five has a fault; one has mismatched operations.
+    let mut draw = seeded(0x5EED_0017);
+    let script = random_script(&mut draw, 8, generations, 25);
     let plan = FaultPlan::random(RandomPlan {
         seed: 0x5EED_0004,
-        world: shape.world,
+        world: 8,
         generations: generations as u64,
         faults: generations / 25,
     });
-    scenario::faults_from_plan(shape, plan, Some((generations / 2, 3)));
+    scenario::faults_from_plan(script, plan);
 }
 
+/// Agreement, reuse, no hang, resources: every world up to 8, 50 generations of mixed
+/// collectives, no slip.
 #[test]
-fn many_ranks_and_generations_succeed_on_real_threads() {
+fn mixed_collectives_succeed_on_every_rank_for_every_world() {
+    let mut draw = seeded(1);
     for world in 1..=8 {
-        scenario::all_succeed(Shape::new(world, 50));
+        scenario::run_script(random_script(&mut draw, world, 50, 0));
     }
 }
 
+/// Reuse: a rank running ahead into g + 1 disturbs nothing.
 #[test]
-fn a_rank_racing_into_the_next_generation_disturbs_nothing() {
+fn a_rank_running_ahead_into_the_next_generation_disturbs_nothing() {
+    let mut draw = seeded(2);
     for world in 2..=8 {
-        scenario::fast_reentry(Shape::new(world, 50), 3);
+        scenario::fast_reentry(random_script(&mut draw, world, 50, 0), 3);
     }
 }
 
+/// Failure delivery: every slip (mismatch of kind, operation, root, algorithm, length, element
+/// type; invalid root; indivisible reduce-scatter) on every collective gives every rank the same
+/// error, and the next generation works.
 #[test]
-fn a_fault_at_every_site_is_delivered_to_every_rank_and_the_next_generations_work() {
-    silence_injected_panics();
-    for world in 1..=5 {
-        for spec in every_site(world, 0) {
-            scenario::fault_then_clean(Shape::new(world, 3), spec);
+fn every_slip_on_every_collective_fails_every_rank_alike() {
+    for world in 2..=6 {
+        let collectives = [
+            Collective::AllReduce(ReduceOperation::Product),
+            Collective::ReduceScatter(ReduceOperation::Sum),
+            Collective::AllGather,
+            Collective::Broadcast { root: world - 1 },
+        ];
+        for collective in collectives {
+            for slip in Slip::ALL {
+                for rank in [0, world - 1] {
+                    let script = Script::uniform(world, 2, |_| Call::new(collective, 2 * world))
+                        .slip(0, rank, slip);
+                    scenario::run_script(script);
+                }
+            }
         }
     }
 }
 
+/// Failure delivery at every site of the fault decorator, then clean generations of other
+/// collectives; no hang or poison (panicking drops included); resources.
 #[test]
-fn mismatched_operations_fail_every_rank_alike() {
-    for world in 2..=8 {
-        scenario::mismatched_operations(Shape::new(world, 3));
+fn a_fault_at_every_site_is_delivered_to_every_rank_and_the_next_generations_work() {
+    silence_injected_panics();
+    for world in 1..=5 {
+        let script = Script::uniform(world, 3, |generation| match generation {
+            0 => Call::new(Collective::AllReduce(ReduceOperation::Sum), world + 1)
+                .via(Algorithm::Ring),
+            1 => Call::new(Collective::Broadcast { root: 0 }, 3),
+            _ => Call::new(Collective::AllGather, 1),
+        });
+        for spec in every_site(world, 2 * (world - 1), 0) {
+            scenario::fault_then_clean(script.clone(), spec);
+        }
     }
 }
 
+/// Abort: racing the ranks (one aborter, then two), sticky, never splitting a generation;
+/// resources.
 #[test]
 fn abort_racing_the_ranks_is_sticky_and_never_splits_a_generation() {
+    let mut draw = seeded(3);
     for round in 0..Profile::current().pick(300, 50) {
         let world = 1 + round % 8;
-        scenario::abort_racing_the_ranks(Shape::new(world, 3), &["racing"]);
-        scenario::abort_racing_the_ranks(Shape::new(world, 2), &["first", "second"]);
+        let script = random_script(&mut draw, world, 3, 3);
+        scenario::abort_racing_the_ranks(script, &["racing"]);
+        let script = random_script(&mut draw, world, 2, 0);
+        scenario::abort_racing_the_ranks(script, &["first", "second"]);
     }
 }
 
+/// Abort wins over a running schedule; its outputs are released.
 #[test]
-fn abort_while_the_ring_runs_discards_the_ring() {
+fn abort_while_the_schedule_runs_discards_the_outputs() {
     for world in 2..=8 {
-        scenario::abort_while_the_ring_runs(world);
+        scenario::abort_while_the_schedule_runs(world);
     }
 }
 
+/// Abort between the two generations in flight: the published one whole, the next aborted.
 #[test]
-fn the_registry_shares_one_communicator_per_list_and_replaces_aborted_ones() {
-    for round in 0..Profile::current().pick(300, 50) {
-        scenario::concurrent_lookups(2 + round % 5);
-        scenario::aborted_communicator_is_replaced(round % 4 == 0, 2);
+fn abort_between_the_generations_in_flight_delivers_the_published_one_whole() {
+    for _ in 0..Profile::current().pick(300, 50) {
+        scenario::abort_between_the_generations_in_flight();
     }
 }
 
+/// Abort releases the deposits of the generation being collected.
 #[test]
 fn an_abort_releases_the_deposits_of_the_generation_being_collected() {
     silence_injected_panics();
     for round in 0..Profile::current().pick(300, 50) {
         scenario::abort_releases_the_deposits(2 + round % 7);
+    }
+}
+
+/// Timeouts (real deadlines of 1 ms and less, which pass or not): agreement on every
+/// generation, sticky `TimedOut`, resources — alone and racing an abort.
+#[test]
+fn real_deadlines_never_split_a_generation() {
+    let mut draw = seeded(4);
+    for round in 0..Profile::current().pick(300, 50) {
+        let world = 1 + round % 8;
+        let timeout = Duration::from_micros(1 + (round as u64 % 4) * 300);
+        let script = random_script(&mut draw, world, 4, 4);
+        let script = random_timeouts(&mut draw, script, 2, timeout);
+        scenario::timeouts(script.clone());
+        scenario::abort_racing_the_ranks(script, &["racing"]);
+    }
+}
+
+/// A timeout of a rank waiting in g + 1; a deadline passing while the schedule runs.
+#[test]
+fn deadlines_in_the_next_generation_and_during_the_schedule_stop_every_rank_alike() {
+    for world in 2..=8 {
+        scenario::timeout_in_the_next_generation();
+        scenario::timeout_while_the_schedule_runs(world);
+    }
+}
+
+/// A second concurrent call of a rank is refused with `RankBusy` and disturbs nothing.
+#[test]
+fn a_rank_called_twice_at_once_is_refused_once_and_disturbs_nothing() {
+    for round in 0..Profile::current().pick(300, 50) {
+        scenario::a_rank_called_twice_at_once(2 + round % 7);
+    }
+}
+
+/// Registry: one communicator per list, aborted ones replaced.
+#[test]
+fn the_registry_shares_one_communicator_per_list_and_replaces_aborted_ones() {
+    for round in 0..Profile::current().pick(300, 50) {
+        scenario::concurrent_lookups(2 + round % 5);
+        scenario::aborted_communicator_is_replaced(round % 4 == 0, 2);
     }
 }

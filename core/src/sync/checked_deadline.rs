@@ -11,9 +11,21 @@
 //! A wait without a deadline ([`Deadline::never`]) spawns nothing: checked models without
 //! timeouts keep their state spaces.
 
-use super::atomic::{AtomicBool, Ordering};
-use super::{Arc, RawCondvar, RawGuard, RawMutex, Shared, thread};
+// The timer's handles and its flag are std's, not the checker's. The flag is written by the
+// timer thread and read by the waiter only while each holds the checker's lock, whose every
+// operation the checker explores; the handles' reference counts are the facade's own
+// bookkeeping. Through loom's types each clone, drop and access would be a branch of its own,
+// multiplying the state space of every model with a deadline by 2-5 (models/README.md, "loom
+// cost") without exploring anything of the protocol. (Under shuttle they are std's anyway.)
+#![allow(
+    clippy::disallowed_types,
+    reason = "accessed only under the checker's lock, or the facade's own reference counts"
+)]
+
+use super::{RawCondvar, RawGuard, RawMutex, Shared, thread};
 use std::cell::Cell;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 /// When a wait gives up: never, or when its timer thread has fired.

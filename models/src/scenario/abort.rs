@@ -1,85 +1,70 @@
 //! Aborts racing the ranks.
 
-use super::{Calls, Group, HarnessArc, Shape, Task, concurrently, rank_tasks};
-use crate::device::{faulty, held_ring, lean};
-use crate::properties::{self, Delivered, Observed};
+use super::{Group, HarnessArc, Stopping, Task, check, concurrently, run_and_check, teardown};
+use crate::device::{census_check, faulty, held_schedule, lean};
+use crate::properties::{self, Observed, Stops};
+use crate::script::Script;
+use crate::witness::Witness;
+use ruccl_core::sync::{Condvar, Mutex};
+use ruccl_sim::FaultPlan;
+use ruccl_sim::FaultSpec;
 use ruccl_sim::fault::{DropTarget, FaultSite};
-use ruccl_sim::{FaultPlan, FaultSpec};
 
-/// `abort` racing the ranks: the ranks run `shape.generations` generations while one extra
-/// thread per entry of `reasons` aborts the communicator with that reason. Depending on where an
-/// abort lands it races the last arrival of a generation, the ring, or ranks leaving a published
-/// generation.
+/// `abort` racing the ranks: the ranks follow `script` while one extra thread per entry of
+/// `reasons` aborts the communicator with that reason. Depending on where an abort lands it races
+/// a deposit, the last arrival of a generation, the schedule, a publication, ranks taking their
+/// outputs, or ranks of g + 1 depositing while g delivers; where the script gives ranks
+/// timeouts, it races their deadlines too.
 ///
-/// Checks **abort** — the first abort wins and is sticky; a published generation is delivered
-/// whole, every later one (and a later call, which fails fast) gets the abort error — with
-/// **agreement**, **reuse** and **no hang, no poison**.
-pub fn abort_racing_the_ranks(shape: Shape, reasons: &'static [&'static str]) {
-    let group = Group::new(lean(), Calls::uniform(shape));
-    let mut tasks: Vec<Task<Option<Vec<Delivered>>>> = rank_tasks(&group)
-        .into_iter()
-        .map(|task| Box::new(move || Some(task())) as Task<_>)
+/// Checks **abort** — the first stop wins and is sticky; a published generation is delivered
+/// whole, every later one (and a later call, which fails fast) gets the stop — with
+/// **agreement**, **reuse**, **no hang, no poison** and **resources** (the deposits an abort hands
+/// back are released).
+pub fn abort_racing_the_ranks(script: Script, reasons: &'static [&'static str]) {
+    let group = Group::new(lean(), script, FaultPlan::none());
+    let aborters = reasons
+        .iter()
+        .map(|&reason| {
+            let group = HarnessArc::clone(&group);
+            Box::new(move || group.communicator.abort(reason)) as Task<()>
+        })
         .collect();
-    for &reason in reasons {
-        let group = HarnessArc::clone(&group);
-        tasks.push(Box::new(move || {
-            group.communicator.abort(reason);
-            None
-        }));
-    }
-    let observed = Observed {
-        per_rank: concurrently(tasks).into_iter().flatten().collect(),
-    };
-    let calls = &group.calls;
-    properties::no_hang_no_poison(&observed, shape.generations, &group.communicator);
-    properties::reuse(&observed, &calls.reductions());
-    for generation in 0..shape.generations {
-        properties::agreement(
-            generation,
-            &observed.generation(generation),
-            &calls.reduction(generation),
-        );
-    }
-    let winner = properties::abort(&observed, reasons);
-    let later = group.call(0, shape.generations);
-    properties::abort_fails_fast(&group.communicator, winner.as_ref(), reasons, later);
+    run_and_check(
+        group,
+        aborters,
+        Stopping {
+            reasons,
+            certain: true,
+        },
+    );
 }
 
-/// The reason [`abort_while_the_ring_runs`] aborts with.
-pub const DURING_THE_RING: &str = "aborted while the ring runs";
+/// The reason [`abort_while_the_schedule_runs`] aborts with.
+pub const DURING_THE_SCHEDULE: &str = "aborted while the schedule runs";
 
-/// An abort that lands while the ring runs: the device holds the ring at `begin` (the last
-/// arriver has released the state lock), a harness thread aborts, then lets the ring finish. The
+/// An abort that lands while the schedule runs: the device holds the schedule at `begin` (the
+/// last arriver has released the state lock), a harness thread aborts, then lets it finish. The
 /// runner must discard its outputs and every rank get the abort error — and the abort must get
-/// the lock at all, which it could not if the ring ran under it (the checkers report that
+/// the lock at all, which it could not if the schedule ran under it (the checkers report that
 /// deadlock).
 ///
-/// Checks **abort** (wins over a running generation, sticky, fails fast) with **agreement** and
-/// **no hang, no poison**.
-pub fn abort_while_the_ring_runs(world: usize) {
-    let shape = Shape::new(world, 1);
-    let group = Group::new(held_ring(lean()), Calls::uniform(shape));
-    let mut tasks: Vec<Task<Option<Vec<Delivered>>>> = rank_tasks(&group)
-        .into_iter()
-        .map(|task| Box::new(move || Some(task())) as Task<_>)
-        .collect();
+/// Checks **abort** (wins over a running generation, sticky, fails fast) with **agreement**,
+/// **no hang, no poison** and **resources** (the discarded outputs are released).
+pub fn abort_while_the_schedule_runs(world: usize) {
+    let script = Script::all_reduce(world, 1, world + 1);
+    let group = Group::new(held_schedule(lean()), script, FaultPlan::none());
     let aborter = HarnessArc::clone(&group);
-    tasks.push(Box::new(move || {
+    let abort = Box::new(move || {
         aborter.device.intercept().wait_until_running();
-        aborter.communicator.abort(DURING_THE_RING);
+        aborter.communicator.abort(DURING_THE_SCHEDULE);
         aborter.device.intercept().release();
-        None
-    }));
-    let observed = Observed {
-        per_rank: concurrently(tasks).into_iter().flatten().collect(),
+    }) as Task<()>;
+    let stopping = Stopping {
+        reasons: &[DURING_THE_SCHEDULE],
+        certain: true,
     };
-    properties::no_hang_no_poison(&observed, 1, &group.communicator);
-    properties::agreement(0, &observed.generation(0), &group.calls.reduction(0));
-    let reasons = &[DURING_THE_RING];
-    let winner = properties::abort(&observed, reasons);
-    properties::abort_wins_over_running_ring(0, winner.as_ref());
-    let later = group.call(0, 1);
-    properties::abort_fails_fast(&group.communicator, winner.as_ref(), reasons, later);
+    let winner = run_and_check(group, vec![abort], stopping);
+    properties::abort_wins_over_running_schedule(0, winner.as_ref());
 }
 
 /// The reason [`abort_releases_the_deposits`] aborts with.
@@ -87,34 +72,152 @@ pub const STRANDED: &str = "the other ranks never came";
 
 /// An abort releases the deposits of the generation being collected: rank 0 calls, the other
 /// ranks never do, and a harness thread aborts. Rank 0 gets the abort error, and its prepared
-/// input — armed by the fault injector to panic when dropped — is dropped by the abort, with the
-/// panic contained; a core that left it in its slot would drop it (and panic) only when the
-/// communicator itself is dropped, here in the harness.
+/// input — armed by the fault injector to panic when dropped — is released by the abort, with the
+/// panic contained; a core that left it in its slot would keep it alive until the communicator is
+/// dropped (the census sees it), and drop it — panicking — only then.
 ///
-/// Checks **abort** (the deposits of an unpublished generation are released, contained) and **no
-/// hang, no poison**.
+/// Checks **abort** (the deposits of an unpublished generation are released, contained), **no
+/// hang, no poison** and **resources**.
 pub fn abort_releases_the_deposits(world: usize) {
     let plan = FaultPlan::new(vec![
         FaultSpec::new(FaultSite::Drop(DropTarget::Prepared))
             .on_rank(0)
             .in_generation(0),
     ]);
-    let group = Group::new(faulty(world, plan), Calls::uniform(Shape::new(world, 1)));
+    let script = Script::all_reduce(world, 1, world + 1);
+    let group = Group::new(faulty(world, plan.clone()), script, plan);
     let rank = HarnessArc::clone(&group);
     let aborter = HarnessArc::clone(&group);
-    let tasks: Vec<Task<Option<Delivered>>> = vec![
+    let tasks: Vec<Task<Option<_>>> = vec![
         Box::new(move || Some(rank.call(0, 0))),
         Box::new(move || {
             aborter.communicator.abort(STRANDED);
             None
         }),
     ];
-    let delivered: Vec<Delivered> = concurrently(tasks).into_iter().flatten().collect();
+    let delivered: Vec<_> = concurrently(tasks).into_iter().flatten().collect();
     let observed = Observed {
         per_rank: vec![delivered],
     };
-    let winner = properties::abort(&observed, &[STRANDED]);
-    properties::abort_wins_over_running_ring(0, winner.as_ref());
-    let teardown = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || drop(group)));
-    properties::abort_released_the_deposits(teardown.is_ok());
+    let stops = Stops {
+        reasons: &[STRANDED],
+        script: &group.script,
+    };
+    let winner = properties::abort(&observed, stops, &[], |generation| {
+        group.outcome(generation)
+    });
+    properties::abort_wins_over_running_schedule(0, winner.as_ref());
+    census_check(&group.device, "once rank 0 returned");
+    let teardown = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || teardown(group)));
+    if teardown.is_err() {
+        properties::resources(
+            "the communicator was dropped",
+            &[(
+                "a deposit of the aborted generation, dropped (panicking) only now".to_owned(),
+                1,
+            )],
+            &[],
+        );
+    }
+}
+
+/// The reason [`abort_between_the_generations_in_flight`] aborts with.
+pub const IN_FLIGHT: &str = "aborted with two generations in flight";
+
+/// Executions of [`abort_between_the_generations_in_flight`] in which rank 0 was still inside
+/// its call of generation 0 when the abort landed (its output published, perhaps not yet taken),
+/// out of all.
+pub static ABORT_IN_FLIGHT: Witness = Witness::new();
+
+/// An abort between the two generations in flight: two ranks, two generations. A harness thread
+/// aborts as soon as rank 1 has returned from generation 0 — which needs generation 0 published
+/// — while rank 1 goes on into generation 1, so rank 1 may be depositing into (or waiting in)
+/// generation 1 while rank 0 has not yet taken its output of generation 0. Rank 0 calls
+/// generation 1 only after the abort (so generation 1 cannot complete first). Generation 0 must
+/// be delivered whole (it was published before the abort); generation 1 must fail on both ranks
+/// with the abort.
+///
+/// Checks **abort** (a published generation is delivered whole; the next one gets the abort)
+/// with **reuse**, **agreement**, **no hang, no poison** and **resources** (rank 1's deposit into
+/// generation 1, handed back by the abort, released). [`ABORT_IN_FLIGHT`] counts the executions
+/// that hit the case.
+pub fn abort_between_the_generations_in_flight() {
+    let script = Script::all_reduce(2, 2, 3);
+    let group = Group::new(lean(), script, FaultPlan::none());
+    let returned = HarnessArc::new(Gate::new());
+    let aborted = HarnessArc::new(Gate::new());
+    let (rank0, rank1, aborter) = (
+        HarnessArc::clone(&group),
+        HarnessArc::clone(&group),
+        HarnessArc::clone(&group),
+    );
+    let (returned_opener, aborted_waiter) =
+        (HarnessArc::clone(&returned), HarnessArc::clone(&aborted));
+    #[allow(
+        clippy::disallowed_types,
+        reason = "a witness flag, harness bookkeeping outside the checkers' view"
+    )]
+    let zero_left = HarnessArc::new(std::sync::atomic::AtomicBool::new(false));
+    let zero_left_seen = HarnessArc::clone(&zero_left);
+    let tasks: Vec<Task<Option<Vec<_>>>> = vec![
+        Box::new(move || {
+            let first = rank0.call(0, 0);
+            zero_left.store(true, std::sync::atomic::Ordering::SeqCst);
+            aborted_waiter.wait();
+            Some(vec![first, rank0.call(0, 1)])
+        }),
+        Box::new(move || {
+            let first = rank1.call(1, 0);
+            returned_opener.open();
+            Some(vec![first, rank1.call(1, 1)])
+        }),
+        Box::new(move || {
+            returned.wait();
+            ABORT_IN_FLIGHT.saw(!zero_left_seen.load(std::sync::atomic::Ordering::SeqCst));
+            aborter.communicator.abort(IN_FLIGHT);
+            aborted.open();
+            None
+        }),
+    ];
+    let observed = Observed {
+        per_rank: concurrently(tasks).into_iter().flatten().collect(),
+    };
+    let stopping = Stopping {
+        reasons: &[IN_FLIGHT],
+        certain: true,
+    };
+    let winner = check(&group, &observed, stopping);
+    properties::published_delivered_whole(0, &observed.generation(0), &group.script.expected(0));
+    properties::abort_wins_over_running_schedule(1, winner.as_ref());
+    teardown(group);
+}
+
+/// A one-shot gate for harness threads, through the facade (the checkers see it).
+pub(super) struct Gate {
+    open: Mutex<bool>,
+    opened: Condvar,
+}
+
+impl Gate {
+    /// A closed gate.
+    pub(super) fn new() -> Self {
+        Self {
+            open: Mutex::new(false),
+            opened: Condvar::new(),
+        }
+    }
+
+    /// Open the gate (once is enough; later calls change nothing).
+    pub(super) fn open(&self) {
+        *self.open.lock() = true;
+        self.opened.notify_all();
+    }
+
+    /// Block until the gate is open.
+    pub(super) fn wait(&self) {
+        let mut open = self.open.lock();
+        while !*open {
+            open = self.opened.wait(open);
+        }
+    }
 }

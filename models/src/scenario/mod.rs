@@ -2,136 +2,59 @@
 //! `loom::model`, inside a shuttle test, and on real threads. Each one builds its communicator
 //! and devices itself (loom objects exist only inside a model execution), runs the ranks — the
 //! calling thread is rank 0, the others are spawned through the facade — and hands what they got
-//! back to [`crate::properties`].
+//! back to [`crate::properties`], every one of them ending with the resource census
+//! ([`properties::resources`]) once the ranks returned and again once the communicator is gone.
 //!
 //! The harness shares the communicator between its threads through a plain `std` `Arc`: the
 //! `Arc` is not under test there, and a checker's `Arc` would add a scheduling point to every
 //! clone and drop. The registry scenarios, where the facade's `Arc` *is* under test, use it.
 //!
-//! | file          | scenarios                                                            |
-//! |---------------|----------------------------------------------------------------------|
-//! | `success.rs`  | W × G all succeeding; fast re-entry                                  |
-//! | `faults.rs`   | a fault at one site then clean generations; a fault plan; mismatches |
-//! | `abort.rs`    | abort racing the ranks; abort while the ring runs; first abort wins  |
-//! | `registry.rs` | concurrent lookups; replacement of an aborted communicator           |
+//! | file          | scenarios                                                                   |
+//! |---------------|-----------------------------------------------------------------------------|
+//! | `script.rs`   | a [`Script`] run as written: success, mismatches, mixed collectives; fast re-entry |
+//! | `faults.rs`   | a fault at one site then clean generations; a fault plan                    |
+//! | `abort.rs`    | abort racing the ranks; while the schedule runs; between the two generations in flight; deposits released |
+//! | `timeout.rs`  | deadlines on some ranks: racing delivery, publication, an abort; while the schedule runs; in g+1 while g delivers |
+//! | `busy.rs`     | a rank called twice at once (`RankBusy`)                                    |
+//! | `registry.rs` | concurrent lookups; replacement of an aborted communicator                  |
 
 mod abort;
+mod busy;
 mod faults;
 mod registry;
-mod success;
+mod script;
+mod timeout;
 
-pub use abort::{abort_racing_the_ranks, abort_releases_the_deposits, abort_while_the_ring_runs};
-pub use faults::{fault_then_clean, faults_from_plan, mismatched_operations};
+pub use abort::{
+    ABORT_IN_FLIGHT, abort_between_the_generations_in_flight, abort_racing_the_ranks,
+    abort_releases_the_deposits, abort_while_the_schedule_runs,
+};
+pub use busy::a_rank_called_twice_at_once;
+pub use faults::{fault_then_clean, faults_from_plan};
 pub use registry::{aborted_communicator_is_replaced, concurrent_lookups};
-pub use success::{all_succeed, fast_reentry};
+pub use script::{fast_reentry, run_script};
+pub use timeout::{
+    TIMEOUT, TIMEOUT_IN_FLIGHT, TIMEOUT_WHILE_RUNNING, timeout_in_the_next_generation,
+    timeout_while_the_schedule_runs, timeouts,
+};
 
 use crate::device::{ModelDevice, devices};
-use crate::properties::{self, Delivered, Observed};
+use crate::properties::{self, Delivered, Observed, Stops};
+use crate::script::Script;
 use crate::values;
 use ruccl_core::sync::thread;
-use ruccl_core::{NativeCommunicator, ReduceOperation};
+use ruccl_core::{CollectiveOptions, NativeCollectiveError, NativeCommunicator};
 use ruccl_sim::FaultPlan;
-use ruccl_sim::fault::GenerationCalls;
 use std::ops::Deref;
 
-/// The harness's own sharing (a scenario's group, its calls, handed to the rank tasks): std's
-/// `Arc`, the facade lint's deliberate exception in the models. Its reference counts are not
-/// under test, and through the facade loom and shuttle would explore every interleaving of them.
+/// The harness's own sharing (a scenario's group, handed to the rank tasks): std's `Arc`, the
+/// facade lint's deliberate exception in the models. Its reference counts are not under test,
+/// and through the facade loom and shuttle would explore every interleaving of them.
 #[allow(
     clippy::disallowed_types,
     reason = "harness sharing, not code under test: kept out of the checkers' state space"
 )]
 pub type HarnessArc<T> = std::sync::Arc<T>;
-
-/// The size of a scenario.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Shape {
-    /// Ranks, `W ≥ 1`.
-    pub world: usize,
-    /// Generations every rank calls, `G`.
-    pub generations: usize,
-    /// Elements per tensor (any, `0` and `< W` included).
-    pub length: usize,
-}
-
-impl Shape {
-    /// `world` ranks, `generations` generations, `world + 1` elements (so the ring's chunks
-    /// differ in size).
-    pub fn new(world: usize, generations: usize) -> Self {
-        Self {
-            world,
-            generations,
-            length: world + 1,
-        }
-    }
-}
-
-/// What every rank calls with: `operations[g][r]` is rank `r`'s operation in generation `g`;
-/// `pauses[r]` is how many times rank `r` yields after each return before it calls again.
-#[derive(Clone, Debug)]
-pub struct Calls {
-    /// The shape.
-    pub shape: Shape,
-    /// Per generation, per rank.
-    pub operations: Vec<Vec<ReduceOperation>>,
-    /// Per rank.
-    pub pauses: Vec<usize>,
-}
-
-impl Calls {
-    /// Every rank uses [`values::operation`] of the generation, and none pauses.
-    pub fn uniform(shape: Shape) -> Self {
-        let operations = (0..shape.generations)
-            .map(|generation| vec![values::operation(generation as u64); shape.world])
-            .collect();
-        Self {
-            shape,
-            operations,
-            pauses: vec![0; shape.world],
-        }
-    }
-
-    /// Rank `rank` asks for another operation than the others in `generation`.
-    pub fn mismatched(mut self, generation: usize, rank: usize) -> Self {
-        if let Some(operation) = self
-            .operations
-            .get_mut(generation)
-            .and_then(|row| row.get_mut(rank))
-        {
-            let other = values::operation(generation as u64 + 1);
-            *operation = other;
-        }
-        self
-    }
-
-    /// The operations of `generation`.
-    fn of(&self, generation: usize) -> &[ReduceOperation] {
-        self.operations.get(generation).map_or(&[], Vec::as_slice)
-    }
-
-    /// The reduction generation `generation` must deliver if it succeeds (with rank 0's
-    /// operation; a mismatched generation never succeeds).
-    pub fn reduction(&self, generation: usize) -> Vec<i64> {
-        let operation = self
-            .of(generation)
-            .first()
-            .copied()
-            .unwrap_or(ReduceOperation::Sum);
-        values::reduction(
-            operation,
-            self.shape.world,
-            generation as u64,
-            self.shape.length,
-        )
-    }
-
-    /// Every generation's reduction.
-    pub fn reductions(&self) -> Vec<Vec<i64>> {
-        (0..self.shape.generations)
-            .map(|generation| self.reduction(generation))
-            .collect()
-    }
-}
 
 /// The communicator a scenario drives: owned, or handed out by the registry.
 pub enum Handle<D: ModelDevice> {
@@ -151,35 +74,38 @@ impl<D: ModelDevice> Deref for Handle<D> {
     }
 }
 
-/// A communicator, the device the harness makes and reads tensors with, and the calls.
+/// A communicator, the device the harness makes and reads tensors with, the script the ranks
+/// follow and the fault plan the device injects (none for a plain device).
 pub struct Group<D: ModelDevice> {
     /// The communicator.
     pub communicator: Handle<D>,
     /// A clone of its device, for the harness.
     pub device: D,
     /// What the ranks call with.
-    pub calls: Calls,
+    pub script: Script,
+    /// What the device injects.
+    pub plan: FaultPlan,
 }
 
 impl<D: ModelDevice> Group<D> {
-    /// A new communicator over `calls.shape.world` devices driving `device`.
-    pub fn new(device: D, calls: Calls) -> HarnessArc<Self> {
-        let communicator = match NativeCommunicator::new(devices(calls.shape.world), device.clone())
-        {
+    /// A new communicator over `script.world` devices driving `device`, which injects `plan`.
+    pub fn new(device: D, script: Script, plan: FaultPlan) -> HarnessArc<Self> {
+        let communicator = match NativeCommunicator::new(devices(script.world), device.clone()) {
             Ok(communicator) => communicator,
             Err(error) => panic!("harness: cannot build the communicator: {error}"),
         };
         HarnessArc::new(Self {
             communicator: Handle::Owned(Box::new(communicator)),
             device,
-            calls,
+            script,
+            plan,
         })
     }
 
     /// Rank `rank`'s calls, one per generation, in order; what each returned.
     pub fn rank(&self, rank: usize) -> Vec<Delivered> {
-        let pause = self.calls.pauses.get(rank).copied().unwrap_or(0);
-        (0..self.calls.shape.generations)
+        let pause = self.script.pauses.get(rank).copied().unwrap_or(0);
+        (0..self.script.generations())
             .map(|generation| {
                 let delivered = self.call(rank, generation);
                 for _ in 0..pause {
@@ -190,25 +116,32 @@ impl<D: ModelDevice> Group<D> {
             .collect()
     }
 
-    /// One call of `rank` with its input and operation of `generation`.
+    /// One call of `rank` with its input, collective, algorithm and timeout of `generation`
+    /// (rank 0's, for a rank outside the world).
     pub fn call(&self, rank: usize, generation: usize) -> Delivered {
-        let operation = self
-            .calls
-            .of(generation)
-            .get(rank)
-            .copied()
-            .unwrap_or(ReduceOperation::Sum);
+        let row = &self.script.calls[generation];
+        let call = row.get(rank).copied().unwrap_or(row[0]);
         let device = self
             .communicator
             .devices()
             .get(rank)
             .copied()
             .unwrap_or_else(|| ruccl_core::DeviceId::new(u32::MAX));
-        let input = values::input(rank, generation as u64, self.calls.shape.length);
-        let tensor = self.device.tensor(device, input);
+        let input = values::input(rank, generation as u64, call.length);
+        let tensor = self.device.tensor(device, call.element, input);
+        let mut options = CollectiveOptions::default().with_algorithm(call.algorithm);
+        if let Some(timeout) = call.timeout {
+            options = options.with_timeout(timeout);
+        }
         self.communicator
-            .all_reduce(rank, tensor, operation)
+            .collective(rank, tensor, call.collective, options)
             .map(|output| self.device.read(output))
+    }
+
+    /// What every rank of `generation` receives when nothing stops the communicator.
+    pub fn outcome(&self, generation: usize) -> ruccl_sim::fault::Outcome {
+        self.script
+            .outcome(generation, &self.plan, self.device.link_model())
     }
 }
 
@@ -234,16 +167,9 @@ pub fn concurrently<R: Send + 'static>(tasks: Vec<Task<R>>) -> Vec<R> {
     results
 }
 
-/// Every rank of `group` calls once per generation, concurrently (rank 0 on this thread).
-pub fn run_ranks<D: ModelDevice>(group: &HarnessArc<Group<D>>) -> Observed {
-    Observed {
-        per_rank: concurrently(rank_tasks(group)),
-    }
-}
-
 /// One task per rank of `group`, to be run with [`concurrently`] (possibly among others).
 pub fn rank_tasks<D: ModelDevice>(group: &HarnessArc<Group<D>>) -> Vec<Task<Vec<Delivered>>> {
-    (0..group.calls.shape.world)
+    (0..group.script.world)
         .map(|rank| {
             let group = HarnessArc::clone(group);
             Box::new(move || group.rank(rank)) as Task<Vec<Delivered>>
@@ -251,22 +177,87 @@ pub fn rank_tasks<D: ModelDevice>(group: &HarnessArc<Group<D>>) -> Vec<Task<Vec<
         .collect()
 }
 
-/// Check every generation against the sim crate's predictor for `plan`: agreement, failure delivery, reuse, no
-/// hang and no poison.
-pub fn check_against_plan<D: ModelDevice>(group: &Group<D>, plan: &FaultPlan, observed: &Observed) {
-    let calls = &group.calls;
-    properties::no_hang_no_poison(observed, calls.shape.generations, &group.communicator);
-    let world = calls.shape.world;
-    properties::refuses_rank_outside_world(world, &group.call(world, 0));
-    properties::reuse(observed, &calls.reductions());
-    for generation in 0..calls.shape.generations {
-        let deliveries = observed.generation(generation);
-        let reduction = calls.reduction(generation);
-        let outcome = plan.predict(&GenerationCalls::new(
-            generation as u64,
-            calls.of(generation),
-        ));
-        properties::agreement(generation, &deliveries, &reduction);
-        properties::failure_delivery(generation, &deliveries, &outcome, &reduction);
+/// The ranks' tasks followed by `others`, run concurrently; what the ranks got.
+pub fn ranks_and<D: ModelDevice>(group: &HarnessArc<Group<D>>, others: Vec<Task<()>>) -> Observed {
+    let mut tasks: Vec<Task<Option<Vec<Delivered>>>> = rank_tasks(group)
+        .into_iter()
+        .map(|task| Box::new(move || Some(task())) as Task<_>)
+        .collect();
+    for other in others {
+        tasks.push(Box::new(move || {
+            other();
+            None
+        }));
     }
+    Observed {
+        per_rank: concurrently(tasks).into_iter().flatten().collect(),
+    }
+}
+
+/// What a scenario may see stop its communicator: `abort`s with `reasons` (and whether one is
+/// certain to land), besides the deadlines its script gives.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Stopping {
+    /// The reasons `abort` is called with.
+    pub reasons: &'static [&'static str],
+    /// Whether the communicator is certainly aborted by the end.
+    pub certain: bool,
+}
+
+/// Check a run of `group` against every property: no hang, a rank outside the world refused,
+/// reuse, agreement in every generation, the outcome of every generation until the first stop
+/// as the predictor says and the stop sticky from there on, a later call failing fast, and every
+/// device value released once the ranks returned. Returns the stop, if any generation got it.
+pub fn check<D: ModelDevice>(
+    group: &Group<D>,
+    observed: &Observed,
+    stopping: Stopping,
+) -> Option<NativeCollectiveError> {
+    let script = &group.script;
+    let generations = script.generations();
+    properties::no_hang_no_poison(observed, generations, &group.communicator);
+    let world = script.world;
+    properties::refuses_rank_outside_world(world, &group.call(world, 0));
+    let expected = script.all_expected();
+    properties::reuse(observed, &expected);
+    for generation in 0..generations {
+        let own = &expected[generation];
+        properties::agreement(generation, &observed.generation(generation), own);
+    }
+    let stops = Stops {
+        reasons: stopping.reasons,
+        script,
+    };
+    let winner = properties::abort(observed, stops, &expected, |generation| {
+        group.outcome(generation)
+    });
+    properties::abort_fails_fast(
+        &group.communicator,
+        winner.as_ref(),
+        stops,
+        stopping.certain,
+        || group.call(0, generations.saturating_sub(1)),
+    );
+    crate::device::census_check(&group.device, "once every rank returned");
+    winner
+}
+
+/// Drop the group — the communicator with it — and check that no device value is left alive or
+/// was dropped twice.
+pub fn teardown<D: ModelDevice>(group: HarnessArc<Group<D>>) {
+    let device = group.device.clone();
+    drop(group);
+    crate::device::census_check(&device, "after the communicator was dropped");
+}
+
+/// Run every rank of `group` (with `others` alongside), check every property, tear down.
+pub fn run_and_check<D: ModelDevice>(
+    group: HarnessArc<Group<D>>,
+    others: Vec<Task<()>>,
+    stopping: Stopping,
+) -> Option<NativeCollectiveError> {
+    let observed = ranks_and(&group, others);
+    let winner = check(&group, &observed, stopping);
+    teardown(group);
+    winner
 }

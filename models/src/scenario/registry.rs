@@ -1,11 +1,10 @@
 //! The communicator registry under concurrent use. Here the facade's `Arc` is under test: the
 //! registry hands it out.
 
-use super::{
-    Calls, Group, Handle, HarnessArc, Shape, Task, check_against_plan, concurrently, run_ranks,
-};
+use super::{Group, Handle, HarnessArc, Stopping, Task, concurrently, run_and_check};
 use crate::device::{devices, lean};
 use crate::properties;
+use crate::script::Script;
 use ruccl_core::sync::Arc;
 use ruccl_core::{NativeCommunicator, NativeCommunicators};
 use ruccl_sim::{FaultPlan, SimDevice};
@@ -54,10 +53,11 @@ pub fn concurrent_lookups(callers: usize) {
 /// ranks then run `generations` generations on the replacement.
 ///
 /// Checks **registry** and **abort** (an aborted communicator is never handed out again), and —
-/// with `use_it` — **agreement**, **reuse**, **failure delivery** and **no hang, no poison** on the
-/// replacement.
+/// with `use_it` — **agreement**, **reuse**, **failure delivery**, **no hang, no poison** and
+/// **resources** on the replacement.
 pub fn aborted_communicator_is_replaced(use_it: bool, generations: usize) {
-    let registry = HarnessArc::new(NativeCommunicators::new(lean()));
+    let device = lean();
+    let registry = HarnessArc::new(NativeCommunicators::new(device.clone()));
     let aborting = HarnessArc::clone(&registry);
     let asking = HarnessArc::clone(&registry);
     let tasks: Vec<Task<Vec<Communicator>>> = vec![
@@ -82,13 +82,12 @@ pub fn aborted_communicator_is_replaced(use_it: bool, generations: usize) {
     let again = lookup(&registry, 2, false);
     properties::registry_same_list(&[Arc::clone(&replacement), again]);
     if use_it {
-        let shape = Shape::new(2, generations);
         let group = HarnessArc::new(Group {
             communicator: Handle::Shared(replacement),
-            device: lean(),
-            calls: Calls::uniform(shape),
+            device,
+            script: Script::all_reduce(2, generations, 3),
+            plan: FaultPlan::none(),
         });
-        let observed = run_ranks(&group);
-        check_against_plan(&group, &FaultPlan::none(), &observed);
+        run_and_check(group, Vec::new(), Stopping::default());
     }
 }
