@@ -341,7 +341,7 @@ impl NativeCollectiveDevice for CudaCollective {
                 self.lane_for(Some(rank), device, input.tensor()).cloned()
             })
             .collect::<Result<Vec<_>>>()?;
-        validate_layout(plan, element_type)?;
+        let buffer_bytes = validate_layout(plan, element_type)?;
         let needs = generation_buffers(plan, element_type, self.in_place())?;
         let size = element_type.size();
         let input_bytes = plan.input_len() * size; // within the buffer: checked above
@@ -366,7 +366,14 @@ impl NativeCollectiveDevice for CudaCollective {
                     .during("cuStreamWaitEvent (producer)", Some(device))?;
             }
             let placement = plan.placement(rank);
-            let (buffer, input) = match need.working {
+            // A tensor of another executor over the same GPUs can live in another context, where
+            // this lane's kernels cannot reach it: such an input is copied, never worked in.
+            let foreign = tensor.context_handle() != lane.context().cu_ctx();
+            let working = match need.working {
+                None if foreign => Some(buffer_bytes),
+                other => other,
+            };
+            let (buffer, input) = match working {
                 None => (tensor.into_buffer(), None),
                 Some(bytes) => (lane.take_buffer(bytes)?, Some(tensor.into_buffer())),
             };

@@ -103,6 +103,11 @@ impl CudaTensor {
         &self.buffer
     }
 
+    /// The context its memory belongs to.
+    pub(crate) fn context_handle(&self) -> cudarc::driver::sys::CUcontext {
+        self.buffer.context().cu_ctx()
+    }
+
     /// The underlying buffer, taken out (for a collective working in place).
     pub(crate) fn into_buffer(self) -> DeviceBuffer {
         self.buffer
