@@ -23,14 +23,15 @@
 //! ```
 //!
 //! Users here: [`TracingDevice`](crate::TracingDevice) (times every call), the model checkers'
-//! held ring, and the deliberately wrong devices of the tests. The fault decorator
+//! held schedule, and the deliberately wrong devices of the tests. The fault decorator
 //! [`FaultyDevice`](crate::FaultyDevice) is the exception: it wraps the device's values
 //! themselves (to make them panic when dropped, or to hand back phantom outputs), so it
 //! implements the trait in full.
 
 use crate::host::{ElementType, HostTensors, HostValues};
-use ruccl_core::{DeviceId, NativeCollectiveDevice, ReduceOperation};
-use std::ops::Range;
+use ruccl_core::{
+    DeviceId, LinkModel, NativeCollectiveDevice, Plan, ReduceOperation, Step, TensorInfo,
+};
 
 /// What a decorator does around the calls of the device `D` it wraps. Every method is given the
 /// wrapped device (`inner`) and by default passes the call on unchanged.
@@ -45,38 +46,42 @@ pub trait Intercept<D: NativeCollectiveDevice>: Clone + Send + Sync + 'static {
         inner.prepare(tensor, device)
     }
 
+    /// [`NativeCollectiveDevice::describe`].
+    fn describe(&self, inner: &D, input: &D::Prepared) -> TensorInfo {
+        inner.describe(input)
+    }
+
     /// [`NativeCollectiveDevice::begin`].
     fn begin(
         &self,
         inner: &D,
         devices: &[DeviceId],
-        inputs: &[D::Prepared],
-        operation: ReduceOperation,
+        inputs: Vec<D::Prepared>,
+        plan: &Plan,
     ) -> Result<D::Work, D::Error> {
-        inner.begin(devices, inputs, operation)
+        inner.begin(devices, inputs, plan)
     }
 
-    /// [`NativeCollectiveDevice::exchange`]; `step` counts the generation's exchanges from 0.
+    /// [`NativeCollectiveDevice::exchange`]; `index` counts the generation's exchanges from 0.
     fn exchange(
         &self,
         inner: &D,
         work: &mut D::Work,
-        step: usize,
-        ranges: &[Range<usize>],
-        reduce: bool,
+        index: usize,
+        step: &Step,
     ) -> Result<(), D::Error> {
-        let _ = step;
-        inner.exchange(work, ranges, reduce)
+        let _ = index;
+        inner.exchange(work, step)
     }
 
     /// [`NativeCollectiveDevice::finish`].
-    fn finish(
-        &self,
-        inner: &D,
-        work: D::Work,
-        operation: ReduceOperation,
-    ) -> Result<Vec<D::Tensor>, D::Error> {
-        inner.finish(work, operation)
+    fn finish(&self, inner: &D, work: D::Work, plan: &Plan) -> Result<Vec<D::Tensor>, D::Error> {
+        inner.finish(work, plan)
+    }
+
+    /// [`NativeCollectiveDevice::link_model`].
+    fn link_model(&self, inner: &D) -> LinkModel {
+        inner.link_model()
     }
 
     /// [`HostTensors::upload`].
@@ -151,43 +156,36 @@ impl<D: NativeCollectiveDevice, I: Intercept<D>> NativeCollectiveDevice for Inte
         self.intercept.prepare(&self.inner, tensor, device)
     }
 
+    fn describe(&self, input: &D::Prepared) -> TensorInfo {
+        self.intercept.describe(&self.inner, input)
+    }
+
     fn begin(
         &self,
         devices: &[DeviceId],
-        inputs: &[D::Prepared],
-        operation: ReduceOperation,
+        inputs: Vec<D::Prepared>,
+        plan: &Plan,
     ) -> Result<Self::Work, D::Error> {
-        let inner = self
-            .intercept
-            .begin(&self.inner, devices, inputs, operation)?;
+        let inner = self.intercept.begin(&self.inner, devices, inputs, plan)?;
         Ok(InterceptedWork {
             inner,
             next_step: 0,
         })
     }
 
-    fn elements(&self, work: &Self::Work) -> usize {
-        self.inner.elements(&work.inner)
-    }
-
-    fn exchange(
-        &self,
-        work: &mut Self::Work,
-        ranges: &[Range<usize>],
-        reduce: bool,
-    ) -> Result<(), D::Error> {
-        let step = work.next_step;
+    fn exchange(&self, work: &mut Self::Work, step: &Step) -> Result<(), D::Error> {
+        let index = work.next_step;
         work.next_step += 1;
         self.intercept
-            .exchange(&self.inner, &mut work.inner, step, ranges, reduce)
+            .exchange(&self.inner, &mut work.inner, index, step)
     }
 
-    fn finish(
-        &self,
-        work: Self::Work,
-        operation: ReduceOperation,
-    ) -> Result<Vec<D::Tensor>, D::Error> {
-        self.intercept.finish(&self.inner, work.inner, operation)
+    fn finish(&self, work: Self::Work, plan: &Plan) -> Result<Vec<D::Tensor>, D::Error> {
+        self.intercept.finish(&self.inner, work.inner, plan)
+    }
+
+    fn link_model(&self) -> LinkModel {
+        self.intercept.link_model(&self.inner)
     }
 }
 

@@ -32,7 +32,7 @@ pub mod pattern;
 mod rng;
 pub mod trace;
 
-pub use cost::{LinkModel, LinkModelError};
+pub use cost::{LinkModel, LinkModelError, Links};
 pub use device::{
     DEFAULT_LEDGER_RETENTION, SimDevice, SimDeviceBuilder, SimError, SimPrepared, SimTensor,
     SimWork,
@@ -40,5 +40,5 @@ pub use device::{
 pub use fault::{FaultPlan, FaultSpec, FaultyDevice, FaultyError, FaultyTensor};
 pub use host::{ElementType, HostTensors, HostValues};
 pub use intercept::{Intercept, Intercepted, InterceptedWork};
-pub use ledger::{GenerationTraffic, Ledger, StepTraffic};
+pub use ledger::{GenerationTraffic, Ledger, LinkTraffic, StepTraffic};
 pub use trace::{Tracer, TracingDevice};

@@ -2,8 +2,9 @@
 //! [`NativeCommunicator`] with one persistent thread per rank, on any device that can upload and
 //! download host values.
 //!
-//! Per size, every rank uploads its [`pattern::input`](ruccl_sim::pattern::input); then, with the check on, one all-reduce
-//! whose outputs are downloaded and compared with the reference (`#wrong`, summed over ranks);
+//! Per size, every rank uploads its [`pattern::input`](ruccl_sim::pattern::input); then, with the
+//! check on, one all-reduce whose outputs are downloaded and compared with the reference
+//! (`#wrong`, summed over ranks);
 //! then `warmup` untimed and `iterations` timed all-reduces, each feeding its output back as the
 //! next input, so nothing but the collective runs in the loop (no host copy: on a GPU the loop
 //! times device work only). Rank 0 times the iterations from the end of the last warm-up

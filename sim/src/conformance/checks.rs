@@ -1,5 +1,5 @@
 //! Checks that drive the device directly through the executor trait: `exchange` semantics with
-//! crafted ranges, a manually driven ring schedule, and every validation error.
+//! crafted steps, every built-in plan driven by hand, and every validation error.
 //!
 //! Crafted inputs are small integers (`1 + 16·rank + index`, at most 128), so every element type
 //! holds them, their pairwise sums (at most 241 < 256, exact even in bf16) and the ring sums of
@@ -11,11 +11,40 @@ use super::report::{ConformanceFailure, ConformanceReport};
 use crate::contain::{call, release};
 use crate::host::{ElementType, HostTensors, HostValues};
 use half::{bf16, f16};
-use ruccl_core::{DeviceId, ReduceOperation, RingSchedule, balanced_ranges};
+use ruccl_core::{
+    Algorithm, Collective, DeviceId, Plan, ReduceOperation, Step, Transfer, balanced_ranges,
+};
+use std::collections::BTreeMap;
 use std::ops::Range;
 
-/// One crafted step: what every rank sends, and whether receivers combine.
-type Step = (Vec<Range<usize>>, bool);
+/// A step in which every rank `r` sends `ranges[r]` to rank `(r + 1) % W`.
+fn ring_step(ranges: Vec<Range<usize>>, combine: bool) -> Step {
+    let world = ranges.len();
+    Step {
+        combine,
+        transfers: ranges
+            .into_iter()
+            .enumerate()
+            .map(|(from, range)| Transfer {
+                from,
+                to: (from + 1) % world,
+                range,
+            })
+            .collect(),
+    }
+}
+
+/// A plan whose layout the crafted steps run over: `W` ranks, inputs of `length` elements in
+/// place. (The device runs the steps it is given; the plan supplies the layout and operation.)
+fn layout(world: usize, length: usize, operation: ReduceOperation) -> Result<Plan, String> {
+    Plan::new(
+        Collective::AllReduce(operation),
+        Algorithm::Direct,
+        world,
+        length,
+    )
+    .map_err(|error| error.to_string())
+}
 
 /// Small integers as host values of `element_type`.
 fn host_values(element_type: ElementType, values: &[i64]) -> HostValues {
@@ -40,28 +69,34 @@ fn crafted(rank: usize, length: usize) -> Vec<i64> {
         .collect()
 }
 
-/// The sequential model of the executor contract: every send of a step reads the pre-step state;
-/// rank `r`'s range lands on rank `(r + 1) % W` only.
+/// The sequential model of the executor contract: every transfer of a step reads the pre-step
+/// state; a combining step folds each element's own value and the received ones (small
+/// integers: the order cannot change them), an overwriting one copies.
 fn model(mut state: Vec<Vec<i64>>, steps: &[Step], operation: ReduceOperation) -> Vec<Vec<i64>> {
-    let world = state.len();
-    for (ranges, reduce) in steps {
+    for step in steps {
         let before = state.clone();
-        for (source, range) in ranges.iter().enumerate() {
-            let destination = (source + 1) % world;
-            for index in range.clone() {
-                let theirs = before[source][index];
-                let mine = before[destination][index];
-                state[destination][index] = if !*reduce {
-                    theirs
-                } else {
-                    match operation {
+        let mut received: BTreeMap<(usize, usize), Vec<i64>> = BTreeMap::new();
+        for transfer in &step.transfers {
+            for index in transfer.range.clone() {
+                received
+                    .entry((transfer.to, index))
+                    .or_default()
+                    .push(before[transfer.from][index]);
+            }
+        }
+        for ((to, index), values) in received {
+            state[to][index] = if step.combine {
+                values
+                    .into_iter()
+                    .fold(before[to][index], |mine, theirs| match operation {
                         ReduceOperation::Sum | ReduceOperation::Mean => mine + theirs,
                         ReduceOperation::Product => mine * theirs,
                         ReduceOperation::Min => mine.min(theirs),
                         ReduceOperation::Max => mine.max(theirs),
-                    }
-                };
-            }
+                    })
+            } else {
+                values[0]
+            };
         }
     }
     state
@@ -109,51 +144,51 @@ fn scenarios(world: usize) -> Vec<Scenario> {
             check: "exchange/combine",
             label: "sum, each rank sends its own chunk",
             operation: ReduceOperation::Sum,
-            steps: vec![(own_chunk.clone(), true)],
+            steps: vec![ring_step(own_chunk.clone(), true)],
         },
         Scenario {
             check: "exchange/combine",
             label: "max, each rank sends its own chunk",
             operation: ReduceOperation::Max,
-            steps: vec![(own_chunk.clone(), true)],
+            steps: vec![ring_step(own_chunk.clone(), true)],
         },
         Scenario {
             check: "exchange/overwrite",
             label: "each rank sends its own chunk",
             operation: ReduceOperation::Sum,
-            steps: vec![(own_chunk.clone(), false)],
+            steps: vec![ring_step(own_chunk.clone(), false)],
         },
         Scenario {
             check: "exchange/pre_step_reads",
             label: "combine, every rank sends and receives one range",
             operation: ReduceOperation::Sum,
-            steps: vec![(shared.clone(), true)],
+            steps: vec![ring_step(shared.clone(), true)],
         },
         Scenario {
             check: "exchange/pre_step_reads",
             label: "overwrite, every rank sends and receives one range",
             operation: ReduceOperation::Sum,
-            steps: vec![(shared, false)],
+            steps: vec![ring_step(shared, false)],
         },
         Scenario {
             check: "exchange/pre_step_reads",
             label: "combine, partially overlapping ranges",
             operation: ReduceOperation::Sum,
-            steps: vec![(shifted.clone(), true)],
+            steps: vec![ring_step(shifted.clone(), true)],
         },
         Scenario {
             check: "exchange/pre_step_reads",
             label: "overwrite, partially overlapping ranges",
             operation: ReduceOperation::Sum,
-            steps: vec![(shifted, false)],
+            steps: vec![ring_step(shifted, false)],
         },
         Scenario {
             check: "exchange/empty_step",
             label: "every range empty",
             operation: ReduceOperation::Sum,
             steps: vec![
-                (vec![0..0; world], true),
-                (vec![length..length; world], false),
+                ring_step(vec![0..0; world], true),
+                ring_step(vec![length..length; world], false),
             ],
         },
         Scenario {
@@ -161,14 +196,44 @@ fn scenarios(world: usize) -> Vec<Scenario> {
             label: "combine, then overwrite the next chunk",
             operation: ReduceOperation::Sum,
             steps: vec![
-                (own_chunk.clone(), true),
-                (
+                ring_step(own_chunk.clone(), true),
+                ring_step(
                     (0..world)
                         .map(|rank| chunks[(rank + 1) % world].clone())
                         .collect(),
                     false,
                 ),
             ],
+        },
+        Scenario {
+            check: "exchange/fold_many",
+            label: "combine, every other rank sends everything to rank 0",
+            operation: ReduceOperation::Sum,
+            steps: vec![Step {
+                combine: true,
+                transfers: (1..world)
+                    .map(|from| Transfer {
+                        from,
+                        to: 0,
+                        range: 0..length,
+                    })
+                    .collect(),
+            }],
+        },
+        Scenario {
+            check: "exchange/overwrite_many",
+            label: "overwrite, rank 0 sends one chunk to every other rank",
+            operation: ReduceOperation::Sum,
+            steps: vec![Step {
+                combine: false,
+                transfers: (1..world)
+                    .map(|to| Transfer {
+                        from: 0,
+                        to,
+                        range: chunks[to].clone(),
+                    })
+                    .collect(),
+            }],
         },
     ]
 }
@@ -200,18 +265,19 @@ pub(crate) fn exchanges<D: HostTensors>(
                 }
                 let case = format!("W={world} {element_type} n={length}: {}", scenario.label);
                 let expected = model(state.clone(), &scenario.steps, scenario.operation);
-                let outcome = driver
-                    .run(&devices, &inputs, scenario.operation, &scenario.steps)
+                let outcome = layout(world, length, scenario.operation)
+                    .and_then(|plan| driver.run(&devices, &inputs, &plan, &scenario.steps))
                     .and_then(|got| matches(&expected, &got));
                 report.check(failure(scenario.check, &case, outcome));
             }
-            schedule(&driver, &devices, element_type, report);
+            schedules(&driver, &devices, element_type, report);
         }
     }
 }
 
-/// Drive the whole ring schedule by hand on an uneven length: every rank must end with the sum.
-fn schedule<D: HostTensors>(
+/// Drive every built-in all-reduce plan by hand on an uneven length: every rank must end with
+/// the sum.
+fn schedules<D: HostTensors>(
     driver: &Driver<'_, D>,
     devices: &[DeviceId],
     element_type: ElementType,
@@ -234,19 +300,20 @@ fn schedule<D: HostTensors>(
         .iter()
         .map(|values| host_values(element_type, values))
         .collect();
-    let steps: Vec<Step> = RingSchedule::new(world, length)
-        .steps()
-        .map(|step| (step.ranges, step.reduce))
-        .collect();
     let sums: Vec<i64> = (0..length)
         .map(|index| state.iter().map(|values| values[index]).sum())
         .collect();
     let expected = vec![sums; world];
-    let case = format!("W={world} {element_type} n={length}: sum over the ring schedule");
-    let outcome = driver
-        .run(devices, &inputs, operation, &steps)
-        .and_then(|got| matches(&expected, &got));
-    report.check(failure("exchange/schedule", &case, outcome));
+    for algorithm in Algorithm::BUILT_IN {
+        let Ok(plan) = Plan::new(Collective::AllReduce(operation), algorithm, world, length) else {
+            continue; // Halving-doubling off powers of two.
+        };
+        let case = format!("W={world} {element_type} n={length}: sum over the {algorithm} plan");
+        let outcome = driver
+            .run(devices, &inputs, &plan, plan.steps())
+            .and_then(|got| matches(&expected, &got));
+        report.check(failure("exchange/schedule", &case, outcome));
+    }
 }
 
 fn failure(check: &str, case: &str, outcome: Result<(), String>) -> Result<(), ConformanceFailure> {
@@ -265,8 +332,11 @@ pub(crate) fn validations<D: HostTensors>(
     config: &ConformanceConfig,
     report: &mut ConformanceReport,
 ) {
-    let outcome = refuses("begin with no ranks", || {
-        device.begin(&[], &[], ReduceOperation::Sum)
+    // No plan exists for an empty world: a one-rank plan with no inputs is the closest call.
+    let outcome = layout(1, 0, ReduceOperation::Sum).and_then(|plan| {
+        refuses("begin with no ranks", || {
+            device.begin(&[], Vec::new(), &plan)
+        })
     });
     report.check(failure("validation/begin/empty_world", "W=0", outcome));
     if !config.worlds.iter().any(|&world| world >= 2) {
@@ -316,9 +386,8 @@ pub(crate) fn validations<D: HostTensors>(
     let begin_refuses =
         |what: &str, devices: &[DeviceId], inputs: Result<Vec<D::Prepared>, String>| {
             let inputs = inputs?;
-            let outcome = refuses(what, || device.begin(devices, &inputs, operation));
-            release("drop of prepared inputs", inputs)?;
-            outcome
+            let plan = layout(2, 4, operation)?;
+            refuses(what, || device.begin(devices, inputs, &plan))
         };
     let outcome = begin_refuses(
         "begin with fewer inputs than devices",
@@ -367,11 +436,10 @@ pub(crate) fn validations<D: HostTensors>(
                 ],
             );
             let outcome = inputs.and_then(|inputs| {
-                let outcome = refuses("begin with an unsupported operation", || {
-                    device.begin(&devices, &inputs, unsupported)
-                });
-                release("drop of prepared inputs", inputs)?;
-                outcome
+                let plan = layout(2, 4, unsupported)?;
+                refuses("begin with an unsupported operation", || {
+                    device.begin(&devices, inputs, &plan)
+                })
             });
             let case = format!("W=2 {checked_type} {unsupported}");
             report.check(failure(
@@ -382,61 +450,88 @@ pub(crate) fn validations<D: HostTensors>(
         }
     }
 
-    // exchange: range count, bounds, inverted ranges.
+    // exchange: ranks, bounds, inverted ranges, two writers, one sender twice.
+    let transfer = |from, to, range| Transfer { from, to, range };
     #[allow(clippy::reversed_empty_ranges)] // an inverted range is the point of this case
-    let inverted = vec![3..1, 0..0];
-    let bad_steps: [(&str, &str, Vec<Range<usize>>); 4] = [
+    let bad_steps: [(&str, &str, Step); 6] = [
         (
-            "validation/exchange/range_count",
-            "exchange with one range for two ranks",
-            std::iter::once(0..2).collect(),
+            "validation/exchange/no_such_rank",
+            "exchange naming rank 2 of two",
+            Step {
+                combine: true,
+                transfers: vec![transfer(0, 2, 0..2)],
+            },
         ),
         (
-            "validation/exchange/range_count",
-            "exchange with three ranges for two ranks",
-            vec![0..1, 1..2, 2..3],
+            "validation/exchange/self_transfer",
+            "exchange from rank 1 to itself",
+            Step {
+                combine: true,
+                transfers: vec![transfer(1, 1, 0..2)],
+            },
         ),
         (
             "validation/exchange/out_of_bounds",
             "exchange with a range past the end",
-            vec![0..2, 3..5],
+            Step {
+                combine: true,
+                transfers: vec![transfer(0, 1, 3..5)],
+            },
         ),
         (
             "validation/exchange/inverted_range",
             "exchange with a range 3..1",
-            inverted,
+            Step {
+                combine: true,
+                transfers: vec![transfer(0, 1, 3..1)],
+            },
+        ),
+        (
+            "validation/exchange/double_write",
+            "an overwriting step writing one element twice",
+            Step {
+                combine: false,
+                transfers: vec![transfer(0, 1, 0..2), transfer(0, 1, 1..3)],
+            },
+        ),
+        (
+            "validation/exchange/duplicate_source",
+            "a combining step delivering one sender twice",
+            Step {
+                combine: true,
+                transfers: vec![transfer(1, 0, 0..3), transfer(1, 0, 2..4)],
+            },
         ),
     ];
-    for (check, what, ranges) in bad_steps {
+    for (check, what, step) in bad_steps {
         let outcome = exchange_refuses(
             &driver,
             &devices,
             [values(0, 4), values(1, 4)],
             operation,
             what,
-            &ranges,
+            &step,
         );
         report.check(failure(check, &case, outcome));
     }
 }
 
-/// Begin a valid generation, expect `exchange(ranges)` to be refused, and drop everything.
+/// Begin a valid generation, expect `exchange(step)` to be refused, and drop everything.
 fn exchange_refuses<D: HostTensors>(
     driver: &Driver<'_, D>,
     devices: &[DeviceId],
     values: [HostValues; 2],
     operation: ReduceOperation,
     what: &str,
-    ranges: &[Range<usize>],
+    step: &Step,
 ) -> Result<(), String> {
     let device = driver.device;
     let inputs = driver.prepare_all(devices, &values)?;
-    let work = call("begin", || device.begin(devices, &inputs, operation));
-    let outcome = work.and_then(|mut work| {
-        let outcome = refuses(what, || device.exchange(&mut work, ranges, true));
+    let plan = layout(2, 4, operation)?;
+    let work = call("begin", || device.begin(devices, inputs, &plan));
+    work.and_then(|mut work| {
+        let outcome = refuses(what, || device.exchange(&mut work, step));
         release("drop of the work", work)?;
         outcome
-    });
-    release("drop of prepared inputs", inputs)?;
-    outcome
+    })
 }

@@ -3,8 +3,7 @@
 
 use crate::contain::{call, contained, release};
 use crate::host::{HostTensors, HostValues};
-use ruccl_core::{DeviceId, ReduceOperation};
-use std::ops::Range;
+use ruccl_core::{DeviceId, Plan, Step};
 
 /// Expect `call` to be refused with an error: `Ok` and panics are failures.
 pub(crate) fn refuses<T, E: std::error::Error>(
@@ -55,19 +54,17 @@ impl<D: HostTensors> Driver<'_, D> {
         Ok(prepared)
     }
 
-    /// Run `begin`, the given steps, and `finish`, and download every output. The prepared inputs
-    /// live until `finish` returns, as under a communicator.
+    /// Run `begin` with `plan`, the given steps (the plan's own, or crafted ones over its
+    /// layout), and `finish`, and download every output.
     pub(crate) fn run(
         &self,
         devices: &[DeviceId],
         values: &[HostValues],
-        operation: ReduceOperation,
-        steps: &[(Vec<Range<usize>>, bool)],
+        plan: &Plan,
+        steps: &[Step],
     ) -> Result<Vec<HostValues>, String> {
         let inputs = self.prepare_all(devices, values)?;
-        let outcome = self.run_prepared(devices, values, &inputs, operation, steps);
-        release("drop of prepared inputs", inputs)?;
-        let outputs = outcome?;
+        let outputs = self.run_prepared(devices, inputs, plan, steps)?;
         if outputs.len() != devices.len() {
             let count = outputs.len();
             release("drop of outputs", outputs)?;
@@ -82,31 +79,19 @@ impl<D: HostTensors> Driver<'_, D> {
     fn run_prepared(
         &self,
         devices: &[DeviceId],
-        values: &[HostValues],
-        inputs: &[D::Prepared],
-        operation: ReduceOperation,
-        steps: &[(Vec<Range<usize>>, bool)],
+        inputs: Vec<D::Prepared>,
+        plan: &Plan,
+        steps: &[Step],
     ) -> Result<Vec<D::Tensor>, String> {
-        let mut work = call("begin", || self.device.begin(devices, inputs, operation))?;
-        let expected = values.first().map_or(0, HostValues::len);
-        match contained("elements", || self.device.elements(&work)) {
-            Ok(length) if length == expected => {}
-            outcome => {
-                release("drop of the work", work)?;
-                return Err(match outcome {
-                    Ok(length) => format!("elements() is {length} for inputs of {expected}"),
-                    Err(message) => message,
-                });
-            }
-        }
-        for (index, (ranges, reduce)) in steps.iter().enumerate() {
+        let mut work = call("begin", || self.device.begin(devices, inputs, plan))?;
+        for (index, step) in steps.iter().enumerate() {
             let what = format!("exchange step {index}");
-            if let Err(message) = call(&what, || self.device.exchange(&mut work, ranges, *reduce)) {
+            if let Err(message) = call(&what, || self.device.exchange(&mut work, step)) {
                 release("drop of the work", work)?;
                 return Err(message);
             }
         }
-        call("finish", || self.device.finish(work, operation))
+        call("finish", || self.device.finish(work, plan))
     }
 
     /// Download every output, then drop them.

@@ -68,7 +68,9 @@ pub enum SimError {
         element_type: ElementType,
     },
     /// A plan's layout does not fit its own buffers (a rank's input or output outside them).
-    #[error("the plan places rank {rank}'s {what} at {start}..{end}, outside its buffer of {buffer_len} elements")]
+    #[error(
+        "the plan places rank {rank}'s {what} at {start}..{end}, outside its buffer of {buffer_len} elements"
+    )]
     LayoutOutOfBounds {
         /// The rank.
         rank: usize,
@@ -110,7 +112,9 @@ pub enum SimError {
         end: usize,
     },
     /// A transfer's range reaches past the end of the buffers.
-    #[error("transfer {transfer}'s range {start}..{end} is out of bounds for buffers of {buffer_len} elements")]
+    #[error(
+        "transfer {transfer}'s range {start}..{end} is out of bounds for buffers of {buffer_len} elements"
+    )]
     RangeOutOfBounds {
         /// The transfer's index in the step.
         transfer: usize,
@@ -130,7 +134,9 @@ pub enum SimError {
         element: usize,
     },
     /// A combining step delivers one sender's value to the same element twice.
-    #[error("a combining step delivers rank {from}'s value to rank {rank}'s element {element} twice")]
+    #[error(
+        "a combining step delivers rank {from}'s value to rank {rank}'s element {element} twice"
+    )]
     DuplicateSource {
         /// The receiving rank.
         rank: usize,
@@ -140,7 +146,9 @@ pub enum SimError {
         from: usize,
     },
     /// `finish` was given another plan than `begin`.
-    #[error("finish with a plan for {finished} on {finished_world} ranks, but the generation began {begun} on {begun_world}")]
+    #[error(
+        "finish with a plan for {finished} on {finished_world} ranks, but the generation began {begun} on {begun_world}"
+    )]
     PlanChanged {
         /// The collective given to `begin`.
         begun: Collective,

@@ -52,32 +52,62 @@ impl<'a, T: Copy> Kernel<'a, T> {
     pub(crate) fn split_at(self, at: usize) -> (Self, Self) {
         match self {
             Kernel::Copy { dst, src } => {
-                let ((dst_low, dst_high), (src_low, src_high)) = (dst.split_at_mut(at), src.split_at(at));
+                let ((dst_low, dst_high), (src_low, src_high)) =
+                    (dst.split_at_mut(at), src.split_at(at));
                 (
-                    Kernel::Copy { dst: dst_low, src: src_low },
-                    Kernel::Copy { dst: dst_high, src: src_high },
+                    Kernel::Copy {
+                        dst: dst_low,
+                        src: src_low,
+                    },
+                    Kernel::Copy {
+                        dst: dst_high,
+                        src: src_high,
+                    },
                 )
             }
             Kernel::Accumulate { dst, src } => {
-                let ((dst_low, dst_high), (src_low, src_high)) = (dst.split_at_mut(at), src.split_at(at));
+                let ((dst_low, dst_high), (src_low, src_high)) =
+                    (dst.split_at_mut(at), src.split_at(at));
                 (
-                    Kernel::Accumulate { dst: dst_low, src: src_low },
-                    Kernel::Accumulate { dst: dst_high, src: src_high },
+                    Kernel::Accumulate {
+                        dst: dst_low,
+                        src: src_low,
+                    },
+                    Kernel::Accumulate {
+                        dst: dst_high,
+                        src: src_high,
+                    },
                 )
             }
             Kernel::AccumulateLeft { dst, src } => {
-                let ((dst_low, dst_high), (src_low, src_high)) = (dst.split_at_mut(at), src.split_at(at));
+                let ((dst_low, dst_high), (src_low, src_high)) =
+                    (dst.split_at_mut(at), src.split_at(at));
                 (
-                    Kernel::AccumulateLeft { dst: dst_low, src: src_low },
-                    Kernel::AccumulateLeft { dst: dst_high, src: src_high },
+                    Kernel::AccumulateLeft {
+                        dst: dst_low,
+                        src: src_low,
+                    },
+                    Kernel::AccumulateLeft {
+                        dst: dst_high,
+                        src: src_high,
+                    },
                 )
             }
             Kernel::Combine { dst, left, right } => {
                 let (dst_low, dst_high) = dst.split_at_mut(at);
-                let ((left_low, left_high), (right_low, right_high)) = (left.split_at(at), right.split_at(at));
+                let ((left_low, left_high), (right_low, right_high)) =
+                    (left.split_at(at), right.split_at(at));
                 (
-                    Kernel::Combine { dst: dst_low, left: left_low, right: right_low },
-                    Kernel::Combine { dst: dst_high, left: left_high, right: right_high },
+                    Kernel::Combine {
+                        dst: dst_low,
+                        left: left_low,
+                        right: right_low,
+                    },
+                    Kernel::Combine {
+                        dst: dst_high,
+                        left: left_high,
+                        right: right_high,
+                    },
                 )
             }
         }

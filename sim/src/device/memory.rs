@@ -60,12 +60,7 @@ impl Memory {
     }
 
     /// Apply one checked step; `combining` is the operation a combining step folds with.
-    pub(crate) fn step(
-        &mut self,
-        layout: &StepLayout,
-        combining: ReduceOperation,
-        threads: usize,
-    ) {
+    pub(crate) fn step(&mut self, layout: &StepLayout, combining: ReduceOperation, threads: usize) {
         with_buffers!(self, buffers => step(buffers, layout, combining, threads));
     }
 
@@ -96,13 +91,12 @@ fn buffers<T: Stored>(
         .map(|(rank, input)| {
             let tensor = input.into_tensor();
             let actual = tensor.element_type();
-            let values = T::unwrap(tensor.into_values()).map_err(|_| {
-                SimError::ElementTypeMismatch {
+            let values =
+                T::unwrap(tensor.into_values()).map_err(|_| SimError::ElementTypeMismatch {
                     rank,
                     expected: T::TYPE,
                     actual,
-                }
-            })?;
+                })?;
             let placement = plan.placement(rank);
             if in_place && placement == 0 && values.len() == buffer_len {
                 return Ok(values);

@@ -150,8 +150,7 @@ impl SimDevice {
 /// bookkeeping, β the host's copy bandwidth. Measured on a 2-vCPU VM with the perf tool
 /// (`sim/PERF.md`).
 fn default_model() -> LinkModel {
-    LinkModel::new(SIM_ALPHA_SECONDS, SIM_BETA_BYTES_PER_SECOND, Links::Shared)
-        .unwrap_or_default()
+    LinkModel::new(SIM_ALPHA_SECONDS, SIM_BETA_BYTES_PER_SECOND, Links::Shared).unwrap_or_default()
 }
 
 /// α of the default simulated machine, seconds per step.

@@ -173,8 +173,7 @@ impl StepLayout {
                     index: self.snapshots.len(),
                     offset: 0,
                 };
-                self.snapshots
-                    .push((transfer.from, transfer.range.clone()));
+                self.snapshots.push((transfer.from, transfer.range.clone()));
             }
         }
         moved
@@ -271,7 +270,11 @@ mod tests {
     fn a_ring_step_reads_every_source_in_place() {
         let step = Step {
             combine: true,
-            transfers: vec![transfer(0, 1, 0..2), transfer(1, 2, 2..4), transfer(2, 0, 4..6)],
+            transfers: vec![
+                transfer(0, 1, 0..2),
+                transfer(1, 2, 2..4),
+                transfer(2, 0, 4..6),
+            ],
         };
         let layout = StepLayout::new(&step, 3, 6).unwrap();
         assert!(layout.snapshots.is_empty());

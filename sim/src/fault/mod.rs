@@ -1,7 +1,7 @@
 //! [`FaultyDevice`]: a decorator that wraps *any* [`NativeCollectiveDevice`] and injects the
 //! faults of a [`FaultPlan`] — errors and panics in `prepare`, `begin`, `exchange` (at a chosen
-//! step), `finish`, a wrong number of outputs, and panics in the `Drop` of a prepared input, of
-//! the work, or of an output — for a chosen rank and generation.
+//! step), `finish`, a wrong number of outputs, and panics in the `Drop` of a prepared input (when
+//! `begin` takes it), of the work, or of an output — for a chosen rank and generation.
 //!
 //! | file         | job                                                  |
 //! |--------------|------------------------------------------------------|
@@ -38,12 +38,12 @@ pub use values::{FaultyPrepared, FaultyTensor, FaultyWork};
 use crate::host::{ElementType, HostTensors, HostValues};
 use error::{drop_panic, injected_panic};
 use ruccl_core::sync::{Arc, Mutex};
-use ruccl_core::{DeviceId, NativeCollectiveDevice, ReduceOperation};
-use std::cell::Cell;
+use ruccl_core::{
+    DeviceId, ElementType as Element, LinkModel, NativeCollectiveDevice, Plan, ReduceOperation,
+    Step, TensorInfo,
+};
 use std::collections::BTreeMap;
 use std::fmt;
-use std::ops::Range;
-use values::Lent;
 
 /// A fault that fired (or, for a drop fault, a value that was armed to panic).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -219,18 +219,29 @@ impl<D: NativeCollectiveDevice> NativeCollectiveDevice for FaultyDevice<D> {
             .prepare(inner, device)
             .map_err(FaultyError::Device)?;
         Ok(FaultyPrepared {
-            inner: Cell::new(Some(prepared)),
+            inner: Some(prepared),
             rank,
             generation,
             bomb: self.arm(DropTarget::Prepared, rank, generation),
         })
     }
 
+    fn describe(&self, input: &Self::Prepared) -> TensorInfo {
+        match &input.inner {
+            Some(inner) => self.inner.describe(inner),
+            // Unreachable: only `begin`, which consumes the input, takes `inner`.
+            None => TensorInfo {
+                len: 0,
+                element: Element::F32,
+            },
+        }
+    }
+
     fn begin(
         &self,
         devices: &[DeviceId],
-        inputs: &[Self::Prepared],
-        operation: ReduceOperation,
+        inputs: Vec<Self::Prepared>,
+        plan: &Plan,
     ) -> Result<Self::Work, Self::Error> {
         let generation = {
             let mut tally = self.shared.tally.lock();
@@ -238,13 +249,23 @@ impl<D: NativeCollectiveDevice> NativeCollectiveDevice for FaultyDevice<D> {
             tally.begins += 1;
             inputs.first().map_or(begins, |input| input.generation)
         };
+        // The wrapped device takes the inner values; the wrappers are dropped here, in rank
+        // order, before anything else: an armed one panics now, as a device's prepared input
+        // that panics when `begin` drops it (the later ones stay quiet while that unwinds).
+        let mut values = Vec::with_capacity(inputs.len());
+        for (rank, mut input) in inputs.into_iter().enumerate() {
+            values.push(
+                input
+                    .inner
+                    .take()
+                    .ok_or(FaultyError::PreparedInUse { rank })?,
+            );
+        }
         self.strike(FaultPoint::Begin, None, generation)?;
-        let lent = Lent::take(inputs).map_err(|rank| FaultyError::PreparedInUse { rank })?;
         let work = self
             .inner
-            .begin(devices, &lent.values, operation)
+            .begin(devices, values, plan)
             .map_err(FaultyError::Device)?;
-        drop(lent);
         Ok(FaultyWork {
             inner: Some(work),
             generation,
@@ -253,37 +274,21 @@ impl<D: NativeCollectiveDevice> NativeCollectiveDevice for FaultyDevice<D> {
         })
     }
 
-    fn elements(&self, work: &Self::Work) -> usize {
-        // `inner` is only `None` inside `finish`, which consumes the work.
-        work.inner
-            .as_ref()
-            .map_or(0, |inner| self.inner.elements(inner))
-    }
-
-    fn exchange(
-        &self,
-        work: &mut Self::Work,
-        ranges: &[Range<usize>],
-        reduce: bool,
-    ) -> Result<(), Self::Error> {
-        let step = work.next_step;
+    fn exchange(&self, work: &mut Self::Work, step: &Step) -> Result<(), Self::Error> {
+        let index = work.next_step;
         work.next_step += 1;
-        self.strike(FaultPoint::Exchange { step }, None, work.generation)?;
+        self.strike(FaultPoint::Exchange { step: index }, None, work.generation)?;
         match work.inner.as_mut() {
             Some(inner) => self
                 .inner
-                .exchange(inner, ranges, reduce)
+                .exchange(inner, step)
                 .map_err(FaultyError::Device),
             // Unreachable: only `finish`, which consumes the work, takes `inner`.
             None => Ok(()),
         }
     }
 
-    fn finish(
-        &self,
-        mut work: Self::Work,
-        operation: ReduceOperation,
-    ) -> Result<Vec<Self::Tensor>, Self::Error> {
+    fn finish(&self, mut work: Self::Work, plan: &Plan) -> Result<Vec<Self::Tensor>, Self::Error> {
         let generation = work.generation;
         self.strike(FaultPoint::Finish, None, generation)?;
         let Some(inner) = work.inner.take() else {
@@ -292,7 +297,7 @@ impl<D: NativeCollectiveDevice> NativeCollectiveDevice for FaultyDevice<D> {
         };
         let outputs = self
             .inner
-            .finish(inner, operation)
+            .finish(inner, plan)
             .map_err(FaultyError::Device)?;
         // An armed work panics here: a device that drops its work inside `finish`.
         drop(work);
@@ -310,6 +315,10 @@ impl<D: NativeCollectiveDevice> NativeCollectiveDevice for FaultyDevice<D> {
             output.bomb = self.arm(DropTarget::Output, Some(rank), generation);
         }
         Ok(outputs)
+    }
+
+    fn link_model(&self) -> LinkModel {
+        self.inner.link_model()
     }
 }
 

@@ -7,8 +7,12 @@
 
 use super::error::{drop_panic, injected_panic};
 use super::{DropTarget, FaultAction, FaultPlan, FaultPoint, FaultSite, FaultSpec, FaultyError};
-use ruccl_core::{NativeCollectiveError, Phase, ReduceOperation, RingSchedule};
+use ruccl_core::{
+    Algorithm, Collective, ElementType, LinkModel, NativeCollectiveError, Phase, Plan,
+    ReduceOperation, TensorInfo,
+};
 use std::convert::Infallible;
+use std::mem::discriminant;
 
 /// One generation of calls, as the predictor sees it.
 #[derive(Clone, Copy, Debug)]
@@ -16,29 +20,56 @@ pub struct GenerationCalls<'a> {
     /// The decorator's generation: how many times each rank prepared before (see
     /// [Generations](super#generations)).
     pub device_generation: u64,
-    /// The communicator's generation, which a `ReductionMismatch` names. The same as
+    /// The communicator's generation, which mismatch errors name. The same as
     /// `device_generation` for a decorator and a communicator that start together.
     pub communicator_generation: u64,
-    /// The operation each rank asks for, in rank order; the world is its length.
-    pub operations: &'a [ReduceOperation],
+    /// What each rank asks for, in rank order; the world is its length.
+    pub requests: &'a [(Collective, Algorithm)],
+    /// Each rank's input, in rank order.
+    pub inputs: &'a [TensorInfo],
+    /// The wrapped device's α–β model, which resolves `Auto`.
+    pub model: LinkModel,
 }
 
 impl<'a> GenerationCalls<'a> {
     /// Generation `generation` of a decorator and a communicator that started together, rank `r`
-    /// asking for `operations[r]`.
-    pub fn new(generation: u64, operations: &'a [ReduceOperation]) -> Self {
+    /// asking for `requests[r]` with an input of `inputs[r]`, on a device with `model`.
+    pub fn new(
+        generation: u64,
+        requests: &'a [(Collective, Algorithm)],
+        inputs: &'a [TensorInfo],
+        model: LinkModel,
+    ) -> Self {
         Self {
             device_generation: generation,
             communicator_generation: generation,
-            operations,
+            requests,
+            inputs,
+            model,
         }
+    }
+
+    /// The plan the generation runs once the ranks agree: the core's own resolution of the
+    /// first rank's request for the first rank's input.
+    pub fn plan(&self) -> Result<Plan, NativeCollectiveError> {
+        let world = self.requests.len();
+        let (collective, algorithm) = self
+            .requests
+            .first()
+            .copied()
+            .unwrap_or((Collective::AllReduce(ReduceOperation::Sum), Algorithm::Auto));
+        let input = self.inputs.first().copied().unwrap_or(TensorInfo {
+            len: 0,
+            element: ElementType::F32,
+        });
+        Plan::with_model(collective, algorithm, world, input, &self.model)
     }
 }
 
 /// What every rank of one generation receives.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Outcome {
-    /// Every rank gets the generation's reduction.
+    /// Every rank gets the collective's result.
     Delivered {
         /// `armed[r]`: rank `r`'s output panics when dropped (a `drop:what=output` fault).
         armed: Vec<bool>,
@@ -65,29 +96,27 @@ impl FaultPlan {
     /// generation's error (within one site, the first spec of the plan that applies wins, as in the
     /// decorator — [`FaultPlan::first`]):
     ///
-    /// 1. the ranks asked for different operations → `ReductionMismatch` (it beats every fault: the
-    ///    last arriver checks agreement before it runs anything);
+    /// 1. the ranks asked for different collectives → `ReductionMismatch` when only the reduce
+    ///    operation differs, `CollectiveMismatch` otherwise (the last arriver checks agreement
+    ///    before it runs anything);
     /// 2. the lowest rank whose `prepare` is hit → that rank's `Device` or `Panicked` error;
-    /// 3. `begin`, then each `exchange` step in order → the first hit;
-    /// 4. `finish`: an injected panic; otherwise, if a `drop:what=work` fault armed the work, its
+    /// 3. the inputs differ in length or element type → `ShapeMismatch`;
+    /// 4. the agreed collective cannot run → the core's `InvalidCollective`;
+    /// 5. the lowest rank whose prepared input is armed → `Panicked` in `begin` (which takes the
+    ///    inputs and drops the decorator's wrappers first);
+    /// 6. `begin`, then each `exchange` step of the plan in order → the first hit;
+    /// 7. `finish`: an injected panic; otherwise, if a `drop:what=work` fault armed the work, its
     ///    panic — `finish` consumes the work and drops it, also on the way out of an injected
     ///    `finish` *error*, whose return the panic replaces (during an injected panic the armed
     ///    work stays quiet); otherwise an injected error;
-    /// 5. an `outputs` fault with a count other than the world → `OutputCount`;
-    /// 6. the lowest rank whose prepared input is armed → `Panicked` in the drop of the prepared
-    ///    inputs (after the ring, which has delivered nothing yet);
-    /// 7. otherwise every rank gets the reduction, its output armed where a `drop:what=output` fault
+    /// 8. an `outputs` fault with a count other than the world → `OutputCount`;
+    /// 9. otherwise every rank gets the result, its output armed where a `drop:what=output` fault
     ///    names its rank (a panicking output drop fails nothing: whoever drops it pays).
     pub fn predict(&self, calls: &GenerationCalls<'_>) -> Outcome {
-        let world = calls.operations.len();
+        let world = calls.requests.len();
         let generation = calls.device_generation;
-        if let Some((first, rest)) = calls.operations.split_first() {
-            if rest.iter().any(|operation| operation != first) {
-                return Outcome::Failed(NativeCollectiveError::ReductionMismatch {
-                    generation: calls.communicator_generation,
-                    operations: calls.operations.to_vec(),
-                });
-            }
+        if let Some(mismatch) = mismatch(calls) {
+            return Outcome::Failed(mismatch);
         }
         // An error-or-panic fault that strikes `point`: the call of `rank` (`None`: of every rank).
         let struck = |point: FaultPoint, rank: Option<usize>| {
@@ -101,10 +130,37 @@ impl FaultPlan {
                 return Outcome::Failed(error);
             }
         }
+        if calls
+            .inputs
+            .iter()
+            .any(|input| Some(input) != calls.inputs.first())
+        {
+            return Outcome::Failed(NativeCollectiveError::ShapeMismatch {
+                generation: calls.communicator_generation,
+                shapes: calls.inputs.to_vec(),
+            });
+        }
+        let plan = match calls.plan() {
+            Ok(plan) => plan,
+            Err(error) => return Outcome::Failed(error),
+        };
+        let armed = |target: DropTarget, rank: usize| {
+            self.first(Some(rank), generation, |site| {
+                *site == FaultSite::Drop(target)
+            })
+            .is_some()
+        };
+        if let Some(rank) = (0..world).find(|&rank| armed(DropTarget::Prepared, rank)) {
+            return Outcome::Failed(NativeCollectiveError::Panicked {
+                phase: Phase::Begin,
+                rank: None,
+                message: drop_panic(DropTarget::Prepared.victim(), Some(rank), generation),
+            });
+        }
         if let Some(error) = struck(FaultPoint::Begin, None) {
             return Outcome::Failed(error);
         }
-        for step in 0..RingSchedule::new(world, 0).step_count() {
+        for step in 0..plan.steps().len() {
             if let Some(error) = struck(FaultPoint::Exchange { step }, None) {
                 return Outcome::Failed(error);
             }
@@ -154,25 +210,39 @@ impl FaultPlan {
                 });
             }
         }
-        let armed = |target: DropTarget, rank: usize| {
-            self.first(Some(rank), generation, |site| {
-                *site == FaultSite::Drop(target)
-            })
-            .is_some()
-        };
-        if let Some(rank) = (0..world).find(|&rank| armed(DropTarget::Prepared, rank)) {
-            return Outcome::Failed(NativeCollectiveError::Panicked {
-                phase: Phase::DropPrepared,
-                rank: None,
-                message: drop_panic(DropTarget::Prepared.victim(), Some(rank), generation),
-            });
-        }
         Outcome::Delivered {
             armed: (0..world)
                 .map(|rank| armed(DropTarget::Output, rank))
                 .collect(),
         }
     }
+}
+
+/// Rule 1: the mismatch error, if the ranks asked for different things (the core's rule: a
+/// reduction mismatch when only the operation of one reducing kind differs).
+fn mismatch(calls: &GenerationCalls<'_>) -> Option<NativeCollectiveError> {
+    let first = *calls.requests.first()?;
+    if calls.requests.iter().all(|request| *request == first) {
+        return None;
+    }
+    let same_kind = calls.requests.iter().all(|(collective, algorithm)| {
+        discriminant(collective) == discriminant(&first.0) && *algorithm == first.1
+    });
+    if same_kind && first.0.operation().is_some() {
+        return Some(NativeCollectiveError::ReductionMismatch {
+            generation: calls.communicator_generation,
+            operations: calls
+                .requests
+                .iter()
+                .filter_map(|(collective, _)| collective.operation())
+                .collect(),
+        });
+    }
+    Some(NativeCollectiveError::CollectiveMismatch {
+        generation: calls.communicator_generation,
+        requests: calls.requests.to_vec(),
+        plans_differ: false,
+    })
 }
 
 /// The error every rank receives when `action` strikes `point` for `spec`; `rank` is the
@@ -215,11 +285,12 @@ fn failure(
     }
 }
 
-/// One fault at every site the decorator has, each in `generation`, for a world of `world`: an
-/// error and a panic in `prepare` on every rank, in `begin`, at every `exchange` step and in
-/// `finish`; too few and too many outputs; a panicking drop of the work, and of a prepared input
-/// and of an output on every rank. Used one at a time, they cover every path a fault can take.
-pub fn every_site(world: usize, generation: u64) -> Vec<FaultSpec> {
+/// One fault at every site the decorator has, each in `generation`, for a world of `world` and a
+/// plan of `steps` steps: an error and a panic in `prepare` on every rank, in `begin`, at every
+/// `exchange` step and in `finish`; too few and too many outputs; a panicking drop of the work,
+/// and of a prepared input and of an output on every rank. Used one at a time, they cover every
+/// path a fault can take.
+pub fn every_site(world: usize, steps: usize, generation: u64) -> Vec<FaultSpec> {
     let mut specs = Vec::new();
     let at = |site: FaultSite| FaultSpec::new(site).in_generation(generation);
     for action in [FaultAction::Error, FaultAction::Panic] {
@@ -227,7 +298,7 @@ pub fn every_site(world: usize, generation: u64) -> Vec<FaultSpec> {
             specs.push(at(FaultSite::Prepare(action)).on_rank(rank));
         }
         specs.push(at(FaultSite::Begin(action)));
-        for step in 0..RingSchedule::new(world, 0).step_count() {
+        for step in 0..steps {
             specs.push(at(FaultSite::Exchange {
                 step: Some(step),
                 action,

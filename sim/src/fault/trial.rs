@@ -8,7 +8,10 @@ use super::{FaultPlan, FaultyDevice};
 use crate::contain::{call, release};
 use crate::host::{HostTensors, HostValues};
 use ruccl_core::sync::{Arc, thread};
-use ruccl_core::{DeviceId, NativeCommunicator, ReduceOperation};
+use ruccl_core::{
+    Algorithm, Collective, CollectiveOptions, DeviceId, ElementType, LinkModel,
+    NativeCollectiveDevice, NativeCommunicator, ReduceOperation, TensorInfo,
+};
 use std::time::Duration;
 
 /// What one rank received from one all-reduce of a trial.
@@ -54,13 +57,16 @@ fn element(rank: usize, generation: u64, index: usize) -> i64 {
     (rank * 100 + index) as i64 + generation as i64 * 1000
 }
 
-/// What to run: `generations` sums of `length` elements, each rank waiting at most `timeout`.
+/// What to run: `generations` all-reduce sums of `length` elements with `algorithm`, each rank
+/// waiting at most `timeout`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Trial {
     /// Generations every rank runs.
     pub generations: u64,
     /// Elements per rank.
     pub length: usize,
+    /// The algorithm every rank asks for (`Ring` has the most steps to fault).
+    pub algorithm: Algorithm,
     /// How long a rank waits for the others before the communicator aborts.
     pub timeout: Duration,
 }
@@ -121,12 +127,14 @@ impl Trial {
             Ok(tensor) => tensor,
             Err(message) => return Received::Harness(message),
         };
-        let output =
-            match communicator.all_reduce_timeout(rank, tensor, ReduceOperation::Sum, self.timeout)
-            {
-                Ok(output) => output,
-                Err(error) => return Received::Error(error.to_string()),
-            };
+        let options = CollectiveOptions::default()
+            .with_algorithm(self.algorithm)
+            .with_timeout(self.timeout);
+        let sum = Collective::AllReduce(ReduceOperation::Sum);
+        let output = match communicator.collective(rank, tensor, sum, options) {
+            Ok(output) => output,
+            Err(error) => return Received::Error(error.to_string()),
+        };
         match call("download", || device.download(&output)) {
             Ok(values) => Received::Output {
                 values,
@@ -139,13 +147,26 @@ impl Trial {
         }
     }
 
-    /// Whether `received` is what `plan` predicts for every generation: the sum with the
-    /// predicted outputs armed, or the predicted error on every rank. `Err` names the first
+    /// Whether `received` is what `plan` predicts for every generation on `device`: the sum with
+    /// the predicted outputs armed, or the predicted error on every rank. `Err` names the first
     /// generation and rank that differ.
-    pub fn check(&self, plan: &FaultPlan, received: &[Vec<Received>]) -> Result<(), String> {
+    pub fn check<D: NativeCollectiveDevice>(
+        &self,
+        plan: &FaultPlan,
+        device: &FaultyDevice<D>,
+        received: &[Vec<Received>],
+    ) -> Result<(), String> {
+        let model: LinkModel = device.link_model();
         for (generation, ranks) in received.iter().enumerate() {
-            let operations = vec![ReduceOperation::Sum; ranks.len()];
-            let outcome = plan.predict(&GenerationCalls::new(generation as u64, &operations));
+            let requests =
+                vec![(Collective::AllReduce(ReduceOperation::Sum), self.algorithm); ranks.len()];
+            let input = TensorInfo {
+                len: self.length,
+                element: ElementType::I64,
+            };
+            let inputs = vec![input; ranks.len()];
+            let calls = GenerationCalls::new(generation as u64, &requests, &inputs, model);
+            let outcome = plan.predict(&calls);
             for (rank, got) in ranks.iter().enumerate() {
                 let right = match &outcome {
                     Outcome::Delivered { armed } => {

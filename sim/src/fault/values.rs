@@ -1,7 +1,6 @@
 //! The values of a [`FaultyDevice`](super::FaultyDevice): the wrapped device's, each possibly
 //! armed to panic when dropped.
 
-use std::cell::Cell;
 use std::fmt;
 
 /// A tensor of a [`FaultyDevice`](super::FaultyDevice): `D`'s tensor, possibly armed to panic when dropped.
@@ -81,12 +80,10 @@ impl<T: fmt::Debug> fmt::Debug for FaultyTensor<T> {
 }
 
 /// A prepared input of a [`FaultyDevice`](super::FaultyDevice): `D`'s, with the rank and generation it was prepared
-/// in, possibly armed to panic when dropped.
-///
-/// `begin` lends the inner values to `D::begin` (which needs them as one slice) and puts them
-/// back before it returns or unwinds; the cell is what lets it do so through a shared slice.
+/// in, possibly armed to panic when dropped (which `begin` does, after taking `D`'s value out).
 pub struct FaultyPrepared<P> {
-    pub(super) inner: Cell<Option<P>>,
+    /// `Some` until `begin` takes it.
+    pub(super) inner: Option<P>,
     pub(super) rank: Option<usize>,
     pub(super) generation: u64,
     pub(super) bomb: Option<String>,
@@ -108,13 +105,9 @@ impl<P> FaultyPrepared<P> {
         self.bomb.is_some()
     }
 
-    /// Whether it holds the wrapped device's prepared value: always, except while a `begin` has
-    /// lent it out.
+    /// Whether it holds the wrapped device's prepared value (until `begin` takes it).
     pub fn holds_inner(&self) -> bool {
-        let inner = self.inner.take();
-        let held = inner.is_some();
-        self.inner.set(inner);
-        held
+        self.inner.is_some()
     }
 }
 
@@ -182,38 +175,5 @@ impl<W> fmt::Debug for FaultyWork<W> {
             .field("next_step", &self.next_step)
             .field("armed", &self.bomb.is_some())
             .finish_non_exhaustive()
-    }
-}
-
-/// The inner prepared values of a `begin`'s inputs, lent out of their cells; dropping this puts
-/// them back (also while unwinding from a panic in the inner `begin`).
-pub(super) struct Lent<'a, P> {
-    slots: &'a [FaultyPrepared<P>],
-    pub(super) values: Vec<P>,
-}
-
-impl<'a, P> Lent<'a, P> {
-    /// Take every slot's value, or — if one is empty — put back what was taken and name its rank.
-    pub(super) fn take(slots: &'a [FaultyPrepared<P>]) -> Result<Self, usize> {
-        let mut lent = Lent {
-            slots,
-            values: Vec::with_capacity(slots.len()),
-        };
-        for (rank, slot) in slots.iter().enumerate() {
-            match slot.inner.take() {
-                Some(value) => lent.values.push(value),
-                // Dropping `lent` returns the values taken so far to the first slots.
-                None => return Err(rank),
-            }
-        }
-        Ok(lent)
-    }
-}
-
-impl<P> Drop for Lent<'_, P> {
-    fn drop(&mut self) {
-        for (slot, value) in self.slots.iter().zip(self.values.drain(..)) {
-            slot.inner.set(Some(value));
-        }
     }
 }

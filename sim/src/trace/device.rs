@@ -2,12 +2,11 @@
 
 use super::tracer::{SpanKind, Tracer};
 use crate::intercept::{Intercept, Intercepted};
-use ruccl_core::{DeviceId, NativeCollectiveDevice, ReduceOperation};
-use std::ops::Range;
+use ruccl_core::{DeviceId, NativeCollectiveDevice, Plan, Step};
 
 /// A device that behaves exactly like `D` and records a [`Span`](super::Span) for each `prepare`,
 /// `begin`, `exchange` and `finish` in its [`Tracer`], on the track of the rank whose thread made
-/// the call. `prepare` binds its thread to the rank of its device, so the ring's calls land on the
+/// the call. `prepare` binds its thread to the rank of its device, so the plan's calls land on the
 /// track of the rank that runs it (the last to arrive). Values and errors are `D`'s own.
 pub type TracingDevice<D> = Intercepted<D, Tracing>;
 
@@ -54,19 +53,15 @@ impl<D: NativeCollectiveDevice> Intercept<D> for Tracing {
         &self,
         inner: &D,
         devices: &[DeviceId],
-        inputs: &[D::Prepared],
-        operation: ReduceOperation,
+        inputs: Vec<D::Prepared>,
+        plan: &Plan,
     ) -> Result<D::Work, D::Error> {
-        let world = devices.len();
-        let span = self.tracer.start(SpanKind::Begin { world, elements: 0 });
-        let work = inner.begin(devices, inputs, operation);
-        match &work {
-            Ok(work) => {
-                let elements = inner.elements(work);
-                span.finish_as(SpanKind::Begin { world, elements }, true);
-            }
-            Err(_) => span.finish(false),
-        }
+        let span = self.tracer.start(SpanKind::Begin {
+            world: devices.len(),
+            elements: plan.buffer_len(),
+        });
+        let work = inner.begin(devices, inputs, plan);
+        span.finish(work.is_ok());
         work
     }
 
@@ -74,29 +69,24 @@ impl<D: NativeCollectiveDevice> Intercept<D> for Tracing {
         &self,
         inner: &D,
         work: &mut D::Work,
-        step: usize,
-        ranges: &[Range<usize>],
-        reduce: bool,
+        index: usize,
+        step: &Step,
     ) -> Result<(), D::Error> {
+        let lengths = step.transfers.iter().map(|transfer| transfer.range.len());
         let span = self.tracer.start(SpanKind::Exchange {
-            step,
-            reduce,
-            elements: ranges.iter().map(Range::len).sum(),
-            busiest: ranges.iter().map(Range::len).max().unwrap_or(0),
+            step: index,
+            combine: step.combine,
+            elements: lengths.clone().sum(),
+            busiest: lengths.max().unwrap_or(0),
         });
-        let outcome = inner.exchange(work, ranges, reduce);
+        let outcome = inner.exchange(work, step);
         span.finish(outcome.is_ok());
         outcome
     }
 
-    fn finish(
-        &self,
-        inner: &D,
-        work: D::Work,
-        operation: ReduceOperation,
-    ) -> Result<Vec<D::Tensor>, D::Error> {
+    fn finish(&self, inner: &D, work: D::Work, plan: &Plan) -> Result<Vec<D::Tensor>, D::Error> {
         let span = self.tracer.start(SpanKind::Finish);
-        let outputs = inner.finish(work, operation);
+        let outputs = inner.finish(work, plan);
         span.finish(outputs.is_ok());
         outputs
     }

@@ -18,4 +18,4 @@ mod tracer;
 
 pub use device::{TracedWork, Tracing, TracingDevice};
 pub use timeline::{CallTimeline, timelines};
-pub use tracer::{Span, SpanGuard, SpanKind, Tracer, phase_name};
+pub use tracer::{Span, SpanGuard, SpanKind, Tracer, step_name};

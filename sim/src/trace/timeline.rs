@@ -149,7 +149,7 @@ mod tests {
                 1,
                 SpanKind::Exchange {
                     step: 0,
-                    reduce: true,
+                    combine: true,
                     elements: 4,
                     busiest: 2,
                 },

@@ -11,26 +11,26 @@ use std::time::{Duration, Instant};
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum SpanKind {
-    /// A rank's whole `all_reduce` call, recorded by the harness.
+    /// A rank's whole collective call, recorded by the harness.
     Call {
         /// The generation (the rank's call number, counted from 0).
         generation: u64,
     },
     /// `prepare`, on the rank's own thread.
     Prepare,
-    /// `begin`, on the thread that runs the ring.
+    /// `begin`, on the thread that runs the plan.
     Begin {
         /// The number of ranks.
         world: usize,
-        /// Elements per rank (0 if `begin` failed).
+        /// Elements of each rank's working buffer.
         elements: usize,
     },
-    /// One `exchange`: a ring step.
+    /// One `exchange`: a step of the plan.
     Exchange {
         /// The step, counted from 0 per generation.
         step: usize,
-        /// Whether receivers combined (reduce-scatter) or overwrote (all-gather).
-        reduce: bool,
+        /// Whether receivers combined or overwrote.
+        combine: bool,
         /// Elements sent over all links.
         elements: usize,
         /// Elements sent over the busiest link.
@@ -44,11 +44,11 @@ impl SpanKind {
     /// The slice name a trace viewer shows.
     pub fn name(&self) -> String {
         match self {
-            SpanKind::Call { .. } => "all_reduce".to_owned(),
+            SpanKind::Call { .. } => "collective".to_owned(),
             SpanKind::Prepare => "prepare".to_owned(),
             SpanKind::Begin { .. } => "begin".to_owned(),
-            SpanKind::Exchange { step, reduce, .. } => {
-                format!("exchange {step} ({})", phase_name(*reduce))
+            SpanKind::Exchange { step, combine, .. } => {
+                format!("exchange {step} ({})", step_name(*combine))
             }
             SpanKind::Finish => "finish".to_owned(),
         }
@@ -60,13 +60,9 @@ impl SpanKind {
     }
 }
 
-/// The ring phase a step with this `reduce` flag belongs to: `reduce-scatter` or `all-gather`.
-pub fn phase_name(reduce: bool) -> &'static str {
-    if reduce {
-        "reduce-scatter"
-    } else {
-        "all-gather"
-    }
+/// What a step with this `combine` flag does: `combine` or `overwrite`.
+pub fn step_name(combine: bool) -> &'static str {
+    if combine { "combine" } else { "overwrite" }
 }
 
 /// One timed interval on one rank's thread.

@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# ruccl-mpi's tests: fmt and clippy, the unit tests, the multi-process scenarios under
+# `mpirun -np 2` and `-np 3` (every scenario on a non-blocking and on a blocking communicator),
+# the process-death check, and a smoke run of the baseline tool. Needs Open MPI and libclang
+# (mpi/README.md, "Install"). Exits non-zero on any failure; every mpirun runs under `timeout`,
+# and every wait inside the tests has a deadline, so nothing hangs.
+#
+#   mpi/run-tests.sh                        everything
+#   RUCCL_MPI_TEST_TIMEOUT=600 mpi/run-tests.sh   a longer bound per mpirun (default 300 s)
+set -euo pipefail
+cd "$(dirname "$0")"
+
+limit=${RUCCL_MPI_TEST_TIMEOUT:-300}
+# --oversubscribe: more processes than cores (CI machines have 2). Root needs its own flag.
+mpirun_flags=(--oversubscribe)
+if [ "$(id -u)" = 0 ]; then
+  mpirun_flags+=(--allow-run-as-root)
+fi
+started=$SECONDS
+step() { printf '\n=== [mpi %4ss] %s\n' "$((SECONDS - started))" "$*"; }
+mpirun_bounded() { timeout -k 10 "$limit" mpirun "${mpirun_flags[@]}" "$@"; }
+
+step "cargo fmt --check, clippy (all targets, -D warnings)"
+cargo fmt --check
+cargo clippy --all-targets -- -D warnings
+
+step "docs"
+RUSTDOCFLAGS="-D warnings" cargo doc --no-deps
+
+step "unit tests, and the scenarios as one process (the ones that need a peer say so)"
+cargo test
+
+# The test binary among the artifacts (the baseline tool's binary is built for the tests too).
+exe=$(cargo test --test multiprocess --no-run --message-format=json 2>/dev/null |
+  grep '"kind":\["test"\],"crate_types":\["bin"\],"name":"multiprocess"' |
+  sed -n 's/.*"executable":"\([^"]*\)".*/\1/p' | tail -n 1)
+if [ -z "$exe" ] || [ ! -x "$exe" ]; then
+  echo "cannot find the multiprocess test binary" >&2
+  exit 1
+fi
+
+for processes in 2 3; do
+  step "scenarios under mpirun -np $processes"
+  mpirun_bounded -np "$processes" "$exe"
+done
+
+step "process death: one process aborts mid-collective; mpirun must end the job promptly"
+death_started=$SECONDS
+set +e
+output=$(timeout -k 10 60 mpirun "${mpirun_flags[@]}" -np 3 "$exe" --die 2>&1)
+code=$?
+set -e
+waited=$((SECONDS - death_started))
+echo "mpirun exited with $code after ${waited} s"
+if [ "$code" = 0 ] || [ "$code" = 124 ] || [ "$code" = 137 ]; then
+  echo "$output" >&2
+  echo "expected mpirun to end the job with the dead process's status (not 0, not a timeout)" >&2
+  exit 1
+fi
+if ! grep -q "aborting on purpose" <<<"$output"; then
+  echo "$output" >&2
+  echo "the process-death scenario did not run" >&2
+  exit 1
+fi
+if grep -q "SURVIVOR RETURNED" <<<"$output"; then
+  echo "$output" >&2
+  echo "a surviving process returned from its collective: expected the job to be killed" >&2
+  exit 1
+fi
+if [ "$waited" -ge 30 ]; then
+  echo "the job took ${waited} s to end: expected mpirun to notice the death within seconds" >&2
+  exit 1
+fi
+
+step "baseline tool smoke run (every engine, 4 B .. 1 MiB, results checked)"
+cargo build --bin mpi-allreduce-perf
+mpirun_bounded -np 2 target/debug/mpi-allreduce-perf -b 4 -e 1M -f 16 -n 3 -w 1 \
+  -E mpi,mpi-nb,ruccl-b,ruccl,ruccl-dl >/dev/null
+
+step "mpi tests passed in $((SECONDS - started)) s"

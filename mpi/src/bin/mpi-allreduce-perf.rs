@@ -1,0 +1,461 @@
+//! `mpi-allreduce-perf`: the MPI baseline ruCCL's figures are compared with — f32 sum
+//! all-reduce timed like nccl-tests, under `mpirun` with as many processes as asked.
+//!
+//! ```sh
+//! mpirun -np 4 mpi/target/release/mpi-allreduce-perf -b 4 -e 64M -f 2 -n 20 -w 5
+//! mpirun -np 2 mpi/target/release/mpi-allreduce-perf -b 4 -e 4 -n 10000 -w 1000 -E mpi,mpi-nb,ruccl
+//! ```
+//!
+//! Engines (`-E`, comma-separated; the first is the one the ratios divide by):
+//!
+//! | engine   | one call                                                                     |
+//! |----------|------------------------------------------------------------------------------|
+//! | `mpi`    | `MPI_Allreduce` (blocking): the baseline                                     |
+//! | `mpi-nb` | `MPI_Iallreduce`, then `MPI_Test` until done: what a deadline costs in MPI    |
+//! | `ruccl-b` | `MpiInterProcess::all_reduce`, `Waiting::Blocking`: one blocking status packet (carrying the data up to 64 B), then `MPI_Allreduce` above |
+//! | `ruccl`  | the same with `Waiting::Deadlines` and no deadline: non-blocking packet, then `MPI_Iallreduce` above 64 B |
+//! | `ruccl-dl` | `Waiting::Deadlines` with a deadline: status packet, then `MPI_Iallreduce` at every size |
+//!
+//! Per size: `-w` warm-up calls per engine, then `-n` timed calls per engine, in ten rounds
+//! that take turns between the engines (so that a noisy stretch of a shared machine hits all of
+//! them); `time` is the mean per call, averaged over the processes (nccl-tests' default, `-a 1`).
+//! `algbw = bytes / time`, `busbw = algbw · 2(P-1)/P`. `#wrong` counts
+//! the elements, over all processes, that differ from the reference after one checked call.
+
+use mpi::collective::SystemOperation;
+use mpi::traits::CommunicatorCollectives;
+use ruccl_core::ReduceOperation;
+use ruccl_mpi::{HostBuffer, MpiInterProcess, MpiRuntime, Waiting, lock_mpi};
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+/// Rounds the timed calls of one size are split into, taking turns between the engines.
+const ROUNDS: usize = 10;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Engine {
+    Blocking,
+    NonBlocking,
+    RucclBlocking,
+    Ruccl,
+    RucclDeadline,
+}
+
+impl Engine {
+    fn parse(name: &str) -> Option<Engine> {
+        match name {
+            "mpi" => Some(Engine::Blocking),
+            "mpi-nb" => Some(Engine::NonBlocking),
+            "ruccl-b" => Some(Engine::RucclBlocking),
+            "ruccl" => Some(Engine::Ruccl),
+            "ruccl-dl" => Some(Engine::RucclDeadline),
+            _ => None,
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Engine::Blocking => "mpi",
+            Engine::NonBlocking => "mpi-nb",
+            Engine::RucclBlocking => "ruccl-b",
+            Engine::Ruccl => "ruccl",
+            Engine::RucclDeadline => "ruccl-dl",
+        }
+    }
+
+    fn describe(self) -> &'static str {
+        match self {
+            Engine::Blocking => "MPI_Allreduce",
+            Engine::NonBlocking => "MPI_Iallreduce + MPI_Test loop",
+            Engine::RucclBlocking => {
+                "ruccl-mpi all_reduce, Waiting::Blocking: blocking status packet (+ data up to 64 B)"
+            }
+            Engine::Ruccl => {
+                "ruccl-mpi all_reduce, Waiting::Deadlines, none given: status packet (+ data up to 64 B)"
+            }
+            Engine::RucclDeadline => {
+                "ruccl-mpi all_reduce, deadline: status packet, then MPI_Iallreduce"
+            }
+        }
+    }
+}
+
+struct Options {
+    min_bytes: usize,
+    max_bytes: usize,
+    factor: usize,
+    iterations: usize,
+    warmup: usize,
+    check: bool,
+    engines: Vec<Engine>,
+}
+
+const USAGE: &str = "usage: mpi-allreduce-perf [-b MINBYTES] [-e MAXBYTES] [-f FACTOR] [-n ITERS] [-w WARMUP] [-c 0|1] [-E mpi,mpi-nb,ruccl-b,ruccl,ruccl-dl]
+  sizes take K, M, G suffixes (powers of 1024); defaults: -b 4 -e 64M -f 2 -n 20 -w 5 -c 1 -E mpi";
+
+fn parse_size(text: &str) -> Option<usize> {
+    let (digits, scale) = match text.chars().last()?.to_ascii_uppercase() {
+        'K' => (&text[..text.len() - 1], 1 << 10),
+        'M' => (&text[..text.len() - 1], 1 << 20),
+        'G' => (&text[..text.len() - 1], 1 << 30),
+        _ => (text, 1),
+    };
+    digits.parse::<usize>().ok()?.checked_mul(scale)
+}
+
+fn parse(arguments: &[String]) -> Result<Options, String> {
+    let mut options = Options {
+        min_bytes: 4,
+        max_bytes: 64 << 20,
+        factor: 2,
+        iterations: 20,
+        warmup: 5,
+        check: true,
+        engines: vec![Engine::Blocking],
+    };
+    let mut rest = arguments.iter();
+    while let Some(flag) = rest.next() {
+        if flag == "-h" || flag == "--help" {
+            return Err(USAGE.to_owned());
+        }
+        let value = rest
+            .next()
+            .ok_or_else(|| format!("{flag} needs a value\n{USAGE}"))?;
+        let size = || parse_size(value).ok_or_else(|| format!("bad size `{value}` for {flag}"));
+        match flag.as_str() {
+            "-b" => options.min_bytes = size()?,
+            "-e" => options.max_bytes = size()?,
+            "-f" => options.factor = size()?,
+            "-n" => options.iterations = size()?,
+            "-w" => options.warmup = size()?,
+            "-c" => options.check = value != "0",
+            "-E" => {
+                options.engines = value
+                    .split(',')
+                    .map(|name| {
+                        Engine::parse(name).ok_or_else(|| format!("unknown engine `{name}`"))
+                    })
+                    .collect::<Result<_, _>>()?;
+            }
+            _ => return Err(format!("unknown flag `{flag}`\n{USAGE}")),
+        }
+    }
+    if options.factor < 2 || options.iterations == 0 || options.engines.is_empty() {
+        return Err(format!(
+            "-f must be at least 2, -n at least 1, -E not empty\n{USAGE}"
+        ));
+    }
+    Ok(options)
+}
+
+/// One engine's figures at one size.
+#[derive(Clone, Copy)]
+struct Row {
+    bytes: usize,
+    seconds: f64,
+    wrong: u64,
+}
+
+/// The runner: the world communicator for the baselines, a ruCCL communicator, this process.
+struct Bench {
+    runtime: MpiRuntime,
+    ruccl: MpiInterProcess,
+    ruccl_blocking: MpiInterProcess,
+    process: usize,
+    processes: usize,
+}
+
+impl Bench {
+    /// Runs `calls` all-reduces of `send` with `engine`, returning the last output.
+    fn run(&self, engine: Engine, send: &[f32], calls: usize) -> Result<Vec<f32>, String> {
+        let mut receive = vec![0f32; send.len()];
+        match engine {
+            Engine::Blocking => {
+                let world = self.runtime.world();
+                let _mpi = lock_mpi();
+                for _ in 0..calls {
+                    world.all_reduce_into(send, &mut receive[..], SystemOperation::sum());
+                }
+            }
+            Engine::NonBlocking => {
+                let world = self.runtime.world();
+                let _mpi = lock_mpi();
+                for _ in 0..calls {
+                    mpi::request::scope(|scope| {
+                        let mut request = world.immediate_all_reduce_into(
+                            scope,
+                            send,
+                            &mut receive[..],
+                            SystemOperation::sum(),
+                        );
+                        loop {
+                            match request.test() {
+                                Ok(_) => break,
+                                Err(pending) => request = pending,
+                            }
+                        }
+                    });
+                }
+            }
+            Engine::RucclBlocking | Engine::Ruccl | Engine::RucclDeadline => {
+                let communicator = match engine {
+                    Engine::RucclBlocking => &self.ruccl_blocking,
+                    _ => &self.ruccl,
+                };
+                let timeout = (engine == Engine::RucclDeadline).then_some(Duration::from_secs(120));
+                // The first call's input is the pattern; later calls feed back the output (no
+                // copy per call, and the spare buffer is reused as MPI_Allreduce reuses its
+                // receive buffer).
+                let mut buffer = HostBuffer::F32(send.to_vec());
+                for _ in 0..calls {
+                    buffer = communicator
+                        .all_reduce(
+                            Ok(buffer),
+                            ReduceOperation::Sum,
+                            timeout.map(|timeout| Instant::now() + timeout),
+                        )
+                        .map_err(|error| error.to_string())?;
+                }
+                if let HostBuffer::F32(values) = buffer {
+                    receive = values;
+                }
+            }
+        }
+        Ok(receive)
+    }
+
+    /// The mean of `value` over all processes.
+    fn average(&self, value: f64) -> f64 {
+        let mut sum = 0f64;
+        let _mpi = lock_mpi();
+        self.runtime
+            .world()
+            .all_reduce_into(&value, &mut sum, SystemOperation::sum());
+        sum / self.processes as f64
+    }
+
+    /// The sum of `value` over all processes.
+    fn sum(&self, value: u64) -> u64 {
+        let mut sum = 0u64;
+        let _mpi = lock_mpi();
+        self.runtime
+            .world()
+            .all_reduce_into(&value, &mut sum, SystemOperation::sum());
+        sum
+    }
+
+    /// Every engine at one size: warm-up, then the timed calls in [`ROUNDS`] rounds that take
+    /// turns between the engines (a noisy stretch of a shared machine then hits all engines,
+    /// not just the one whose turn it was), then one checked call each.
+    fn measure(&self, bytes: usize, options: &Options) -> Result<Vec<Row>, (Engine, String)> {
+        let count = (bytes / 4).max(1);
+        // Process p's element i: small integers, so every sum is exact.
+        let pattern =
+            |p: usize| -> Vec<f32> { (0..count).map(|i| ((p + i) % 7) as f32 - 3.0).collect() };
+        let send = pattern(self.process);
+        let engines = &options.engines;
+        for engine in engines {
+            self.run(*engine, &send, options.warmup)
+                .map_err(|e| (*engine, e))?;
+        }
+        let rounds = ROUNDS.min(options.iterations);
+        let mut elapsed = vec![Duration::ZERO; engines.len()];
+        for round in 0..rounds {
+            // Rounds share the calls out: the first ones take the remainder.
+            let calls =
+                options.iterations / rounds + usize::from(round < options.iterations % rounds);
+            for (engine, elapsed) in engines.iter().zip(elapsed.iter_mut()) {
+                self.barrier();
+                let started = Instant::now();
+                self.run(*engine, &send, calls).map_err(|e| (*engine, e))?;
+                *elapsed += started.elapsed();
+            }
+        }
+        let mut rows = Vec::new();
+        for (engine, elapsed) in engines.iter().zip(elapsed) {
+            let mean = elapsed.as_secs_f64() / options.iterations as f64;
+            let seconds = self.average(mean);
+            let mut wrong = 0u64;
+            if options.check {
+                let output = self.run(*engine, &send, 1).map_err(|e| (*engine, e))?;
+                let expected = |i: usize| -> f32 {
+                    (0..self.processes)
+                        .map(|p| ((p + i) % 7) as f32 - 3.0)
+                        .sum()
+                };
+                wrong = output
+                    .iter()
+                    .enumerate()
+                    .filter(|(i, value)| **value != expected(*i))
+                    .count() as u64;
+                wrong += u64::from(output.len() != count);
+            }
+            rows.push(Row {
+                bytes: count * 4,
+                seconds,
+                wrong: self.sum(wrong),
+            });
+        }
+        Ok(rows)
+    }
+
+    fn barrier(&self) {
+        let _mpi = lock_mpi();
+        self.runtime.world().barrier();
+    }
+}
+
+fn main() -> ExitCode {
+    let arguments: Vec<String> = std::env::args().skip(1).collect();
+    let options = match parse(&arguments) {
+        Ok(options) => options,
+        Err(message) => {
+            eprintln!("{message}");
+            return ExitCode::from(2);
+        }
+    };
+    let runtime = match MpiRuntime::initialize() {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("cannot initialise MPI: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let setup = Some(Instant::now() + Duration::from_secs(60));
+    let communicators = runtime
+        .communicator(Waiting::Deadlines, setup)
+        .and_then(|ruccl| Ok((ruccl, runtime.communicator(Waiting::Blocking, setup)?)));
+    let (ruccl, ruccl_blocking) = match communicators {
+        Ok(communicators) => communicators,
+        Err(error) => {
+            eprintln!("cannot create the ruCCL communicators: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let bench = Bench {
+        process: runtime.process(),
+        processes: runtime.processes(),
+        runtime,
+        ruccl,
+        ruccl_blocking,
+    };
+    let mut sizes = Vec::new();
+    let mut bytes = options.min_bytes.max(4);
+    while bytes <= options.max_bytes {
+        sizes.push(bytes);
+        bytes = match bytes.checked_mul(options.factor) {
+            Some(next) => next,
+            None => break,
+        };
+    }
+    let mut tables: Vec<Vec<Row>> = vec![Vec::new(); options.engines.len()];
+    for bytes in &sizes {
+        match bench.measure(*bytes, &options) {
+            Ok(rows) => {
+                for (table, row) in tables.iter_mut().zip(rows) {
+                    table.push(row);
+                }
+            }
+            Err((engine, error)) => {
+                eprintln!(
+                    "[process {}] {} at {bytes} B: {error}",
+                    bench.process,
+                    engine.name()
+                );
+                bench.runtime.abort_job(1);
+            }
+        }
+    }
+    let wrong: u64 = tables.iter().flatten().map(|row| row.wrong).sum();
+    if bench.process == 0 {
+        print_tables(&options, bench.processes, &tables);
+    }
+    drop(bench);
+    if wrong == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}
+
+fn print_tables(options: &Options, processes: usize, tables: &[Vec<Row>]) {
+    let version = mpi::environment::library_version().unwrap_or_default();
+    let version = version
+        .lines()
+        .next()
+        .unwrap_or("")
+        .trim_matches(|c: char| c.is_whitespace() || c == char::from(0));
+    let bus = 2.0 * (processes as f64 - 1.0) / processes as f64;
+    for (engine, rows) in options.engines.iter().zip(tables) {
+        println!("# mpi-allreduce-perf: {} ({version})", engine.describe());
+        println!(
+            "# nProcs {processes} minBytes {} maxBytes {} step: {}(factor) warmup iters: {} iters: {} validation: {}",
+            options.min_bytes,
+            options.max_bytes,
+            options.factor,
+            options.warmup,
+            options.iterations,
+            u8::from(options.check)
+        );
+        println!("#");
+        println!(
+            "# {:>10} {:>12} {:>8} {:>6} {:>10} {:>8} {:>8} {:>7}",
+            "size", "count", "type", "redop", "time", "algbw", "busbw", "#wrong"
+        );
+        println!(
+            "# {:>10} {:>12} {:>8} {:>6} {:>10} {:>8} {:>8} {:>7}",
+            "(B)", "(elements)", "", "", "(us)", "(GB/s)", "(GB/s)", ""
+        );
+        let mut busbw_sum = 0.0;
+        for row in rows {
+            let algbw = row.bytes as f64 / row.seconds / 1e9;
+            busbw_sum += algbw * bus;
+            println!(
+                "  {:>10} {:>12} {:>8} {:>6} {:>10.2} {:>8.2} {:>8.2} {:>7}",
+                row.bytes,
+                row.bytes / 4,
+                "float",
+                "sum",
+                row.seconds * 1e6,
+                algbw,
+                algbw * bus,
+                row.wrong
+            );
+        }
+        let wrong: u64 = rows.iter().map(|row| row.wrong).sum();
+        println!(
+            "# Out of bounds values : {wrong} {}",
+            if wrong == 0 { "OK" } else { "FAILED" }
+        );
+        println!(
+            "# Avg bus bandwidth    : {:.6}",
+            busbw_sum / rows.len().max(1) as f64
+        );
+        println!("#");
+    }
+    if tables.len() > 1 {
+        // One line per size: every engine's time, and its ratio to the first engine's.
+        print!(
+            "# summary: time (us), and ratio to {}\n# {:>10}",
+            options.engines[0].name(),
+            "size (B)"
+        );
+        for engine in &options.engines {
+            print!(" {:>10}", engine.name());
+        }
+        for engine in &options.engines[1..] {
+            print!(" {:>10}", format!("÷{}", engine.name()));
+        }
+        println!();
+        for (index, row) in tables[0].iter().enumerate() {
+            print!("  {:>10}", row.bytes);
+            for table in tables {
+                print!(" {:>10.2}", table[index].seconds * 1e6);
+            }
+            for table in &tables[1..] {
+                print!(" {:>10.2}", table[index].seconds / row.seconds);
+            }
+            println!();
+        }
+    }
+}

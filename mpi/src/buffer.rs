@@ -1,0 +1,257 @@
+//! [`HostBuffer`]: a typed buffer in host memory, the unit the MPI engine moves between
+//! processes.
+
+use half::{bf16, f16};
+use ruccl_core::ElementType;
+use std::ffi::c_void;
+
+/// Elements of one [`ElementType`] in host memory, owned.
+///
+/// Collectives take buffers by value and hand back new ones: while MPI works on a buffer the
+/// engine owns it, and if a deadline passes first the buffer is never handed back (MPI may still
+/// write to it; see [`InterProcessError::TimedOut`](crate::InterProcessError::TimedOut)).
+#[derive(Clone, Debug, PartialEq)]
+pub enum HostBuffer {
+    /// f32 elements.
+    F32(Vec<f32>),
+    /// f64 elements.
+    F64(Vec<f64>),
+    /// f16 elements.
+    F16(Vec<f16>),
+    /// bf16 elements.
+    BF16(Vec<bf16>),
+    /// i32 elements.
+    I32(Vec<i32>),
+    /// i64 elements.
+    I64(Vec<i64>),
+}
+
+/// Runs the same expression on the vector inside any variant.
+macro_rules! each {
+    ($buffer:expr, $values:ident => $body:expr) => {
+        match $buffer {
+            HostBuffer::F32($values) => $body,
+            HostBuffer::F64($values) => $body,
+            HostBuffer::F16($values) => $body,
+            HostBuffer::BF16($values) => $body,
+            HostBuffer::I32($values) => $body,
+            HostBuffer::I64($values) => $body,
+        }
+    };
+}
+
+impl HostBuffer {
+    /// `len` zeros of `element`.
+    pub fn zeroed(element: ElementType, len: usize) -> Self {
+        match element {
+            ElementType::F32 => HostBuffer::F32(vec![0.0; len]),
+            ElementType::F64 => HostBuffer::F64(vec![0.0; len]),
+            ElementType::F16 => HostBuffer::F16(vec![f16::ZERO; len]),
+            ElementType::BF16 => HostBuffer::BF16(vec![bf16::ZERO; len]),
+            ElementType::I32 => HostBuffer::I32(vec![0; len]),
+            ElementType::I64 => HostBuffer::I64(vec![0; len]),
+        }
+    }
+
+    /// The element type.
+    pub fn element_type(&self) -> ElementType {
+        match self {
+            HostBuffer::F32(_) => ElementType::F32,
+            HostBuffer::F64(_) => ElementType::F64,
+            HostBuffer::F16(_) => ElementType::F16,
+            HostBuffer::BF16(_) => ElementType::BF16,
+            HostBuffer::I32(_) => ElementType::I32,
+            HostBuffer::I64(_) => ElementType::I64,
+        }
+    }
+
+    /// Number of elements.
+    pub fn len(&self) -> usize {
+        each!(self, values => values.len())
+    }
+
+    /// Whether the buffer holds no element.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Bytes of the elements.
+    pub fn byte_len(&self) -> usize {
+        self.len() * self.element_type().size()
+    }
+
+    /// Elements `range` of this buffer, as a new buffer.
+    pub fn slice(&self, range: std::ops::Range<usize>) -> Option<HostBuffer> {
+        Some(match self {
+            HostBuffer::F32(values) => HostBuffer::F32(values.get(range)?.to_vec()),
+            HostBuffer::F64(values) => HostBuffer::F64(values.get(range)?.to_vec()),
+            HostBuffer::F16(values) => HostBuffer::F16(values.get(range)?.to_vec()),
+            HostBuffer::BF16(values) => HostBuffer::BF16(values.get(range)?.to_vec()),
+            HostBuffer::I32(values) => HostBuffer::I32(values.get(range)?.to_vec()),
+            HostBuffer::I64(values) => HostBuffer::I64(values.get(range)?.to_vec()),
+        })
+    }
+
+    /// Divides every element by `count` (`ReduceOperation::Mean`, as the simulated device does):
+    /// one correctly rounded division for f32 and f64, through f32 and rounded once for f16 and
+    /// bf16, toward zero for integers. `count` is a process count, far below 2^24.
+    pub(crate) fn divide_by(&mut self, count: usize) {
+        if count <= 1 {
+            return;
+        }
+        match self {
+            HostBuffer::F32(values) => values.iter_mut().for_each(|v| *v /= count as f32),
+            HostBuffer::F64(values) => values.iter_mut().for_each(|v| *v /= count as f64),
+            HostBuffer::F16(values) => values
+                .iter_mut()
+                .for_each(|v| *v = f16::from_f32(v.to_f32() / count as f32)),
+            HostBuffer::BF16(values) => values
+                .iter_mut()
+                .for_each(|v| *v = bf16::from_f32(v.to_f32() / count as f32)),
+            HostBuffer::I32(values) => {
+                let count = i32::try_from(count).unwrap_or(i32::MAX);
+                values.iter_mut().for_each(|v| *v /= count);
+            }
+            HostBuffer::I64(values) => {
+                let count = i64::try_from(count).unwrap_or(i64::MAX);
+                values.iter_mut().for_each(|v| *v /= count);
+            }
+        }
+    }
+
+    /// Writes the elements' bytes, little-endian, element after element, to the start of
+    /// `out`; `false` (nothing written) if `out` is too short.
+    pub(crate) fn write_le_bytes(&self, out: &mut [u8]) -> bool {
+        if out.len() < self.byte_len() {
+            return false;
+        }
+        let size = self.element_type().size();
+        each!(self, values => {
+            for (chunk, value) in out.chunks_exact_mut(size).zip(values) {
+                chunk.copy_from_slice(&value.to_le_bytes());
+            }
+        });
+        true
+    }
+
+    /// Overwrites every element with the little-endian `bytes` (element after element);
+    /// `false` (nothing changed) if `bytes` is too short.
+    pub(crate) fn read_le_bytes(&mut self, bytes: &[u8]) -> bool {
+        fn read<T, const N: usize>(values: &mut [T], bytes: &[u8], from: fn([u8; N]) -> T) {
+            for (value, chunk) in values.iter_mut().zip(bytes.chunks_exact(N)) {
+                let mut array = [0u8; N];
+                array.copy_from_slice(chunk);
+                *value = from(array);
+            }
+        }
+        if bytes.len() < self.byte_len() {
+            return false;
+        }
+        match self {
+            HostBuffer::F32(values) => read(values, bytes, f32::from_le_bytes),
+            HostBuffer::F64(values) => read(values, bytes, f64::from_le_bytes),
+            HostBuffer::F16(values) => read(values, bytes, f16::from_le_bytes),
+            HostBuffer::BF16(values) => read(values, bytes, bf16::from_le_bytes),
+            HostBuffer::I32(values) => read(values, bytes, i32::from_le_bytes),
+            HostBuffer::I64(values) => read(values, bytes, i64::from_le_bytes),
+        }
+        true
+    }
+
+    /// The start of the elements, for MPI to read. Valid for [`byte_len`](Self::byte_len) bytes
+    /// while the buffer is neither moved out of its vector nor resized (moving the `HostBuffer`
+    /// itself does not move the elements).
+    pub(crate) fn as_ptr(&self) -> *const c_void {
+        each!(self, values => values.as_ptr().cast())
+    }
+
+    /// The start of the elements, for MPI to write; see [`as_ptr`](Self::as_ptr).
+    pub(crate) fn as_mut_ptr(&mut self) -> *mut c_void {
+        each!(self, values => values.as_mut_ptr().cast())
+    }
+}
+
+impl From<Vec<f32>> for HostBuffer {
+    fn from(values: Vec<f32>) -> Self {
+        HostBuffer::F32(values)
+    }
+}
+
+impl From<Vec<f64>> for HostBuffer {
+    fn from(values: Vec<f64>) -> Self {
+        HostBuffer::F64(values)
+    }
+}
+
+impl From<Vec<f16>> for HostBuffer {
+    fn from(values: Vec<f16>) -> Self {
+        HostBuffer::F16(values)
+    }
+}
+
+impl From<Vec<bf16>> for HostBuffer {
+    fn from(values: Vec<bf16>) -> Self {
+        HostBuffer::BF16(values)
+    }
+}
+
+impl From<Vec<i32>> for HostBuffer {
+    fn from(values: Vec<i32>) -> Self {
+        HostBuffer::I32(values)
+    }
+}
+
+impl From<Vec<i64>> for HostBuffer {
+    fn from(values: Vec<i64>) -> Self {
+        HostBuffer::I64(values)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn integer_mean_rounds_toward_zero_like_the_simulated_device() {
+        let mut buffer = HostBuffer::I32(vec![7, -7, -1]);
+        buffer.divide_by(2);
+        assert_eq!(buffer, HostBuffer::I32(vec![3, -3, 0]));
+    }
+
+    #[test]
+    fn half_mean_rounds_once_through_f32() {
+        let mut buffer = HostBuffer::F16(vec![f16::from_f32(3.0)]);
+        buffer.divide_by(2);
+        assert_eq!(buffer, HostBuffer::F16(vec![f16::from_f32(1.5)]));
+    }
+
+    #[test]
+    fn bytes_round_trip_for_every_type() {
+        let sources = [
+            HostBuffer::F32(vec![1.5, -0.0, f32::MAX]),
+            HostBuffer::F64(vec![-2.25, 1e300, f64::MIN_POSITIVE]),
+            HostBuffer::F16(vec![f16::from_f32(-3.5), f16::MAX, f16::MIN_POSITIVE]),
+            HostBuffer::BF16(vec![bf16::from_f32(-2.5), bf16::MAX, bf16::ONE]),
+            HostBuffer::I32(vec![-1, i32::MIN, 7]),
+            HostBuffer::I64(vec![i64::MAX, -9, 0]),
+        ];
+        for source in sources {
+            let mut bytes = vec![0xA5u8; source.byte_len()];
+            assert!(source.write_le_bytes(&mut bytes));
+            let mut target = HostBuffer::zeroed(source.element_type(), 3);
+            assert!(target.read_le_bytes(&bytes));
+            assert_eq!(target, source);
+            assert!(!source.write_le_bytes(&mut bytes[1..]));
+            assert!(!target.read_le_bytes(&bytes[1..]));
+        }
+    }
+
+    #[test]
+    fn zeroed_has_the_type_and_length_asked_for() {
+        for element in ElementType::ALL {
+            let buffer = HostBuffer::zeroed(element, 3);
+            assert_eq!(buffer.element_type(), element);
+            assert_eq!(buffer.byte_len(), 3 * element.size());
+        }
+    }
+}

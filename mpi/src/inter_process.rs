@@ -1,0 +1,86 @@
+//! [`InterProcess`]: the step between processes that a hierarchical communicator runs between its
+//! local phases, implemented on MPI by [`MpiInterProcess`](crate::MpiInterProcess) and open to a
+//! GPU engine (NCCL) later.
+
+use crate::error::{InterProcessError, LocalFailure};
+use ruccl_core::ReduceOperation;
+use std::time::Instant;
+
+/// Collectives among the processes of a job, one call per process per generation, each agreeing
+/// on a status as well as on the data.
+///
+/// ## Agreement
+///
+/// Every call takes the process's local outcome: `Ok(buffer)`, or `Err(LocalFailure)` when the
+/// process failed before it had anything to send (a device error, a panic, a local mismatch). A
+/// process that failed still calls, so that the others learn it. Then, in every generation:
+///
+/// - if any process failed, every process returns
+///   [`InterProcessError::Failed`] with the lowest failing process and its text;
+/// - else, if the calls differ in kind, operation, element type, length, root or generation,
+///   every process returns [`InterProcessError::Mismatch`] listing each process's call;
+/// - else the collective runs and every process returns its output.
+///
+/// Neither error poisons the communicator: the next generation works. Validation of a process's
+/// own arguments (a root out of range, a reduce-scatter length not divisible by the process
+/// count) is a local failure, so it too reaches every process as one text.
+///
+/// ## Deadlines
+///
+/// Every wait for another process honours `deadline` (`None`: wait for ever). When it passes,
+/// the call returns [`InterProcessError::TimedOut`] and the communicator is poisoned: later calls
+/// return that error at once. A process whose peer timed out fails too, at its own deadline,
+/// with the same text — except that a process that had already finished the generation before a
+/// peer gave up keeps its `Ok` (a deadline cannot be agreed by any finite exchange). A timeout
+/// therefore means: stop using the communicator, and usually end the job. An implementation may
+/// refuse deadlines altogether (`MpiInterProcess` made with `Waiting::Blocking`): a call that
+/// passes one is then a local failure, shared like any other.
+///
+/// ## Threads
+///
+/// Any thread may call, one call at a time per communicator (a second concurrent call waits for
+/// the first). In a hierarchical communicator the local rank that arrives last calls, so the
+/// calling thread changes from generation to generation.
+pub trait InterProcess: Send + Sync {
+    /// The buffer the engine moves: host memory for MPI, device memory for a GPU engine.
+    type Buffer: Send;
+
+    /// This process's index in `0..processes()`.
+    fn process(&self) -> usize;
+
+    /// The number of processes.
+    fn processes(&self) -> usize;
+
+    /// The element-wise reduction of every process's `input` under `operation`, on every process
+    /// (`Mean` divides the sum by [`processes`](Self::processes)).
+    fn all_reduce(
+        &self,
+        input: Result<Self::Buffer, LocalFailure>,
+        operation: ReduceOperation,
+        deadline: Option<Instant>,
+    ) -> Result<Self::Buffer, InterProcessError>;
+
+    /// Block `process()` (of `processes()` equal blocks) of the reduction of every process's
+    /// `input`; the input's length must be a multiple of the process count.
+    fn reduce_scatter(
+        &self,
+        input: Result<Self::Buffer, LocalFailure>,
+        operation: ReduceOperation,
+        deadline: Option<Instant>,
+    ) -> Result<Self::Buffer, InterProcessError>;
+
+    /// Every process's `input` (all of one length), concatenated in process order.
+    fn all_gather(
+        &self,
+        input: Result<Self::Buffer, LocalFailure>,
+        deadline: Option<Instant>,
+    ) -> Result<Self::Buffer, InterProcessError>;
+
+    /// `root`'s `input` on every process (the others' inputs give only the length and type).
+    fn broadcast(
+        &self,
+        input: Result<Self::Buffer, LocalFailure>,
+        root: usize,
+        deadline: Option<Instant>,
+    ) -> Result<Self::Buffer, InterProcessError>;
+}

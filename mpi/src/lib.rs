@@ -1,0 +1,53 @@
+//! # ruccl-mpi
+//!
+//! ruCCL beyond one machine: the step between processes of a hierarchical communicator, on MPI
+//! (rsmpi over the system's Open MPI), over host memory.
+//!
+//! A process drives its local devices through the verified core; processes join through an
+//! established engine, never a home-made transport. [`InterProcess`] is that step as a trait
+//! (MPI here, NCCL later); [`MpiInterProcess`] implements it: all-reduce, reduce-scatter,
+//! all-gather and broadcast of a [`HostBuffer`] of every [`ElementType`](ruccl_core::ElementType)
+//! under every [`ReduceOperation`](ruccl_core::ReduceOperation).
+//!
+//! What MPI alone does not give, and this crate adds:
+//!
+//! - **Agreement across processes.** Every collective first agrees on a status: a process that
+//!   failed locally still calls, with its error's text, and every process returns the same
+//!   error (the lowest failing process's text); calls that differ across processes (kind,
+//!   operation, type, length, root) are one shared [`InterProcessError::Mismatch`], not undefined
+//!   behaviour or a hang.
+//! - **Deadlines.** On a communicator made with [`Waiting::Deadlines`], every wait is
+//!   non-blocking MPI plus a test loop bounded by the caller's deadline. MPI cannot cancel a
+//!   pending collective, so a timeout poisons the communicator (every later call fails fast with
+//!   the same [`InterProcessError::TimedOut`]) and the buffers MPI may still write are leaked,
+//!   never freed. [`Waiting::Blocking`] uses MPI's blocking collectives instead: faster, no
+//!   deadlines.
+//! - **One collective for small all-reduces.** The status travels in a fixed-size packet whose
+//!   slot also carries an all-reduce of up to 64 bytes when nobody waits with a deadline.
+//! - **Threads.** MPI is initialised at `MPI_THREAD_SERIALIZED`; any thread may call, and a
+//!   process-wide lock ([`lock_mpi`]) serialises the MPI calls one at a time.
+//!
+//! When a process dies, Open MPI 4.1 (no ULFM fault tolerance) does not report it to the
+//! others: `mpirun` notices the exit and kills every other process of the job. Survivors never
+//! see an error or a timeout; the job ends with the dead process's status. `mpi/README.md` has
+//! the details and the measured behaviour.
+//!
+//! | module          | job                                                              |
+//! |-----------------|------------------------------------------------------------------|
+//! | `inter_process` | the [`InterProcess`] trait and its contract                      |
+//! | `engine`        | [`MpiRuntime`], [`MpiInterProcess`], [`Waiting`]: the trait on MPI |
+//! | `agreement`     | the status words and the verdict every process reads from them   |
+//! | `buffer`        | [`HostBuffer`]                                                    |
+//! | `error`         | [`InterProcessError`], [`LocalFailure`], [`CallDescription`]      |
+
+mod agreement;
+mod buffer;
+mod engine;
+mod error;
+mod inter_process;
+
+pub use buffer::HostBuffer;
+pub use engine::communicator::{MpiInterProcess, Waiting};
+pub use engine::runtime::{MpiRuntime, lock_mpi};
+pub use error::{CallDescription, CollectiveKind, InterProcessError, LocalFailure};
+pub use inter_process::InterProcess;
