@@ -84,8 +84,8 @@ impl CudaTensor {
     }
 
     /// The stream that produces and consumes this tensor (its logical device's stream). Queue
-    /// work that writes the tensor here before submitting it; work queued here after an
-    /// all-reduce returns sees the result.
+    /// work that writes the tensor here before submitting it; work queued here after a
+    /// collective returns sees the result.
     pub fn stream(&self) -> &Arc<CudaStream> {
         self.buffer.stream()
     }
