@@ -337,26 +337,37 @@ fn overlapping_sends_read_the_state_from_before_the_step() {
 
 #[test]
 fn a_fold_runs_below_own_above_from_the_left() {
-    // Rank 1 receives rank 2's value, then rank 0's (as listed): the device must fold
-    // ((x0 + x1) + x2), which in f32 is 0, not ((x1 + x2) + x0) = 1 nor (x0 + (x1 + x2)).
+    // Rank 2 receives from ranks 3, 0 and 1, listed so: the device must fold
+    // (((x0 + x1) + x2) + x3) = 1.5 in f32 — not own first (0.5), nor descending (0), nor as listed.
     let device = SimDevice::new();
-    let devices = vec![id(0), id(1), id(2)];
-    let values = [1.0f32, 1e8, -1e8];
-    let inputs = (0..3)
+    let devices: Vec<DeviceId> = (0..4).map(id).collect();
+    let values = [1e8f32, -1e8, 1.0, 0.5];
+    let inputs = (0..4)
         .map(|rank| prepared(&device, rank, HostValues::F32(vec![values[rank as usize]])))
         .collect();
-    let plan = all_reduce_plan(ReduceOperation::Sum, 3, 1);
+    let plan = all_reduce_plan(ReduceOperation::Sum, 4, 1);
     let mut work: SimWork = device.begin(&devices, inputs, &plan).unwrap();
     let step = Step {
         combine: true,
-        transfers: vec![transfer(2, 1, 0..1), transfer(0, 1, 0..1)],
+        transfers: vec![
+            transfer(3, 2, 0..1),
+            transfer(0, 2, 0..1),
+            transfer(1, 2, 0..1),
+        ],
     };
     device.exchange(&mut work, &step).unwrap();
+    let [x0, x1, x2, x3] = values;
     assert_eq!(
-        work.buffer(1),
-        Some(HostValues::F32(vec![(1.0f32 + 1e8) + -1e8]))
+        work.buffer(2),
+        Some(HostValues::F32(vec![((x0 + x1) + x2) + x3]))
     );
-    assert_ne!((1.0f32 + 1e8) + -1e8, (1e8f32 + -1e8) + 1.0);
+    for wrong in [
+        ((x2 + x0) + x1) + x3,
+        ((x3 + x2) + x1) + x0,
+        ((x3 + x0) + x1) + x2,
+    ] {
+        assert_ne!(((x0 + x1) + x2) + x3, wrong);
+    }
 }
 
 #[test]
