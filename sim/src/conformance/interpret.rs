@@ -519,29 +519,29 @@ mod tests {
 
     #[test]
     fn a_combining_step_folds_below_own_above_from_the_left() {
-        // Rank 1 receives from ranks 2 and 0 (listed in that order): ((x0 + x1) + x2).
+        // Rank 2 receives from ranks 3, 0 and 1 (listed so): (((x0 + x1) + x2) + x3) = 1.5,
+        // where own-first gives 0.5 and descending order 0.
         let sum = Collective::AllReduce(ReduceOperation::Sum);
-        let layout = plan(sum, Algorithm::Direct, 3, 1);
-        let inputs = [1.0f32, 1e8, -1e8].map(|value| HostValues::F32(vec![value]));
+        let layout = plan(sum, Algorithm::Direct, 4, 1);
+        let values = [1e8f32, -1e8, 1.0, 0.5];
+        let inputs = values.map(|value| HostValues::F32(vec![value]));
         let step = Step {
             combine: true,
-            transfers: vec![
-                Transfer {
-                    from: 2,
-                    to: 1,
+            transfers: [3, 0, 1]
+                .into_iter()
+                .map(|from| Transfer {
+                    from,
+                    to: 2,
                     range: 0..1,
-                },
-                Transfer {
-                    from: 0,
-                    to: 1,
-                    range: 0..1,
-                },
-            ],
+                })
+                .collect(),
         };
         let outputs = run_steps(&layout, &[step], &inputs).unwrap();
-        assert_eq!(outputs[1], HostValues::F32(vec![(1.0f32 + 1e8) + -1e8]));
-        assert_ne!(outputs[1], HostValues::F32(vec![(1e8f32 + -1e8) + 1.0]));
-        assert_eq!(outputs[0], HostValues::F32(vec![1.0]));
+        let [x0, x1, x2, x3] = values;
+        assert_eq!(outputs[2], HostValues::F32(vec![((x0 + x1) + x2) + x3]));
+        assert_ne!(((x0 + x1) + x2) + x3, ((x2 + x0) + x1) + x3);
+        assert_ne!(((x0 + x1) + x2) + x3, ((x3 + x2) + x1) + x0);
+        assert_eq!(outputs[0], HostValues::F32(vec![x0]));
     }
 
     #[test]
