@@ -342,3 +342,65 @@ fn a_fault_at_a_step_the_plan_does_not_have_never_fires() {
     }
     assert!(device.fired().is_empty());
 }
+
+#[test]
+fn a_mismatch_wins_over_prepare_faults_and_armed_inputs_as_predicted() {
+    use ruccl_core::{CollectiveOptions, NativeCommunicator, TensorInfo};
+    use ruccl_sim::fault::{GenerationCalls, Outcome};
+    use ruccl_sim::{ElementType, HostTensors, HostValues};
+    // Rank 1 asks for the maximum, the others for the sum; rank 2's prepare fails and rank 0's
+    // input is armed: the ranks' disagreement is the generation's error, on every rank.
+    let plan: FaultPlan = "prepare:rank=2:error,drop:what=prepared:rank=0"
+        .parse()
+        .unwrap();
+    let device = FaultyDevice::new(SimDevice::new(), devices(), plan.clone());
+    let communicator = NativeCommunicator::new(devices(), device.clone()).unwrap();
+    let operations = [
+        ReduceOperation::Sum,
+        ReduceOperation::Max,
+        ReduceOperation::Sum,
+    ];
+    let got: Vec<String> = std::thread::scope(|scope| {
+        let handles: Vec<_> = operations
+            .iter()
+            .enumerate()
+            .map(|(rank, &operation)| {
+                let (device, communicator) = (&device, &communicator);
+                scope.spawn(move || {
+                    let on = DeviceId::new(rank as u32);
+                    let tensor = device
+                        .upload(on, &HostValues::I64(vec![1; LENGTH]))
+                        .unwrap();
+                    let collective = Collective::AllReduce(operation);
+                    let options = CollectiveOptions::default().with_algorithm(Algorithm::Ring);
+                    communicator
+                        .collective(rank, tensor, collective, options)
+                        .err()
+                        .map(|error| error.to_string())
+                        .unwrap_or_default()
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let requests: Vec<(Collective, Algorithm)> = operations
+        .iter()
+        .map(|&operation| (Collective::AllReduce(operation), Algorithm::Ring))
+        .collect();
+    let input = TensorInfo {
+        len: LENGTH,
+        element: ElementType::I64,
+    };
+    let inputs = vec![input; WORLD];
+    let calls = GenerationCalls::new(0, &requests, &inputs, SimDevice::new().model());
+    let Outcome::Failed(predicted) = plan.predict(&calls) else {
+        panic!("a mismatch cannot deliver");
+    };
+    assert!(
+        predicted
+            .to_string()
+            .contains("different reduce operations")
+    );
+    assert_eq!(got, vec![predicted.to_string(); WORLD]);
+    device.inner().check_quiescent().unwrap();
+}
