@@ -51,7 +51,7 @@ pub mod trace;
 pub use cost::{LinkModel, LinkModelError, Links};
 pub use device::{
     Census, DEFAULT_LEDGER_RETENTION, DoubleDrop, NotQuiescent, SimDevice, SimDeviceBuilder,
-    SimError, SimPrepared, SimTensor, SimWork, ValueKind, Values,
+    SimError, SimPrepared, SimTensor, SimWork, ValueCounts, ValueKind,
 };
 pub use fault::{FaultPlan, FaultSpec, FaultyDevice, FaultyError, FaultyTensor};
 pub use host::{ElementType, HostTensors, HostValues};

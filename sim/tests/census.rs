@@ -13,7 +13,7 @@ use ruccl_core::{
 use ruccl_sim::fault::{FaultPlan, FaultyDevice, Trial, every_site};
 use ruccl_sim::{
     ElementType, HostTensors, HostValues, Intercept, Intercepted, SimDevice, SimError, SimPrepared,
-    SimTensor, SimWork, Values,
+    SimTensor, SimWork, ValueCounts,
 };
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
@@ -77,7 +77,7 @@ fn the_census_counts_what_the_device_made_until_it_is_dropped() {
     let census = device.census();
     assert_eq!(
         census.live,
-        Values {
+        ValueCounts {
             tensors: 2,
             prepared: 1,
             works: 0
@@ -96,7 +96,7 @@ fn the_census_counts_what_the_device_made_until_it_is_dropped() {
     // `begin` took the prepared input and its tensor's elements into the work.
     assert_eq!(
         device.census().live,
-        Values {
+        ValueCounts {
             tensors: 1,
             prepared: 0,
             works: 1
@@ -108,7 +108,7 @@ fn the_census_counts_what_the_device_made_until_it_is_dropped() {
     device.check_quiescent().unwrap();
     assert_eq!(
         device.census().created,
-        Values {
+        ValueCounts {
             tensors: 3,
             prepared: 1,
             works: 1
@@ -158,7 +158,7 @@ fn a_planted_leak_of_a_prepared_input_is_reported_by_kind() {
     // Each forgotten preparation holds its tensor, too.
     assert_eq!(
         census.live,
-        Values {
+        ValueCounts {
             tensors: 3,
             prepared: 3,
             works: 0

@@ -21,7 +21,7 @@ pub enum ValueKind {
 }
 
 impl ValueKind {
-    /// Every kind, in the order [`Values`] lists them.
+    /// Every kind, in the order [`ValueCounts`] lists them.
     pub const ALL: [ValueKind; 3] = [ValueKind::Tensor, ValueKind::Prepared, ValueKind::Work];
 
     fn index(self) -> usize {
@@ -45,7 +45,7 @@ impl fmt::Display for ValueKind {
 
 /// A count of values per kind.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub struct Values {
+pub struct ValueCounts {
     /// Tensors (uploaded inputs and outputs).
     pub tensors: usize,
     /// Prepared inputs.
@@ -54,7 +54,7 @@ pub struct Values {
     pub works: usize,
 }
 
-impl Values {
+impl ValueCounts {
     /// The count of `kind`.
     pub fn of(&self, kind: ValueKind) -> usize {
         match kind {
@@ -78,7 +78,7 @@ impl Values {
     }
 }
 
-impl fmt::Display for Values {
+impl fmt::Display for ValueCounts {
     /// `2 tensors, 1 prepared input, 0 works`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let plural = |count: usize, one: &str, many: &str| {
@@ -110,9 +110,9 @@ pub struct DoubleDrop {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Census {
     /// Values made and not yet dropped, per kind.
-    pub live: Values,
+    pub live: ValueCounts,
     /// Values ever made, per kind.
-    pub created: Values,
+    pub created: ValueCounts,
     /// Every drop of a value that was not live, in order.
     pub double_drops: Vec<DoubleDrop>,
 }
@@ -141,7 +141,7 @@ impl Census {
 #[error("the simulated device is not quiescent: {live} still live, {double_drops} dropped twice")]
 pub struct NotQuiescent {
     /// What is still live, per kind.
-    pub live: Values,
+    pub live: ValueCounts,
     /// How many drops found their value not live.
     pub double_drops: usize,
 }
@@ -179,8 +179,8 @@ impl Registry {
     pub(crate) fn census(&self) -> Census {
         let books = self.books.lock();
         Census {
-            live: Values::from_counts(books.live.each_ref().map(BTreeSet::len)),
-            created: Values::from_counts(books.created),
+            live: ValueCounts::from_counts(books.live.each_ref().map(BTreeSet::len)),
+            created: ValueCounts::from_counts(books.created),
             double_drops: books.double_drops.clone(),
         }
     }
@@ -234,7 +234,7 @@ impl Drop for Token {
 
 #[cfg(test)]
 mod tests {
-    use super::{DoubleDrop, Registry, ValueKind, Values};
+    use super::{DoubleDrop, Registry, ValueCounts, ValueKind};
 
     #[test]
     fn a_token_counts_while_it_lives_and_a_clone_is_a_new_value() {
@@ -274,7 +274,7 @@ mod tests {
 
     #[test]
     fn live_values_are_named_per_kind() {
-        let values = Values {
+        let values = ValueCounts {
             tensors: 1,
             prepared: 2,
             works: 0,

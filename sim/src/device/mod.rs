@@ -30,7 +30,7 @@ mod step;
 mod tensor;
 mod validate;
 
-pub use census::{Census, DoubleDrop, NotQuiescent, ValueKind, Values};
+pub use census::{Census, DoubleDrop, NotQuiescent, ValueCounts, ValueKind};
 pub use error::SimError;
 pub use tensor::{SimPrepared, SimTensor};
 
