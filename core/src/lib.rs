@@ -128,5 +128,5 @@ pub use element::{ElementType, ParseElementTypeError};
 pub use error::{NativeCollectiveError, Phase};
 pub use plan::{Plan, PlanParts, Step, Transfer};
 pub use registry::NativeCommunicators;
-pub use rendezvous::NativeCommunicator;
+pub use rendezvous::{NativeCommunicator, WaitStats};
 pub use verify::{ScheduleViolation, verify};

@@ -415,3 +415,26 @@ fn a_rank_running_ahead_times_out_naming_the_ranks_missing_from_its_generation()
         .unwrap_err();
     assert_eq!(after, expected);
 }
+
+#[test]
+fn wait_stats_count_published_generations_and_parks() {
+    // Rank 1 comes late enough that rank 0 exhausts its polls and parks.
+    const WORLD: usize = 2;
+    let (_, communicator) = shared(WORLD);
+    let early = {
+        let communicator = Arc::clone(&communicator);
+        thread::spawn(move || {
+            communicator.all_reduce(0, Tensor::new(0, vec![1]), ReduceOperation::Sum)
+        })
+    };
+    thread::sleep(Duration::from_millis(300));
+    let late = communicator
+        .all_reduce(1, Tensor::new(1, vec![2]), ReduceOperation::Sum)
+        .unwrap();
+    assert_eq!(late.into_values(), vec![3]);
+    assert_eq!(early.join().unwrap().unwrap().into_values(), vec![3]);
+    let stats = communicator.wait_stats();
+    assert_eq!(stats.generations, 1);
+    assert_eq!(stats.parked_generations, 1);
+    assert!(stats.parks >= 1);
+}

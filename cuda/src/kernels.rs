@@ -2,7 +2,7 @@
 //!
 //! # PTX strategy
 //!
-//! The source lives in `kernels/{common.cuh,combine.cu,mean.cu}` (concatenated into one
+//! The source lives in `kernels/{common.cuh,fold.cu,mean.cu}` (concatenated into one
 //! translation unit, [`KERNEL_SOURCE`]). By default the executor loads **PTX generated ahead of
 //! time** and embedded in the crate ([`EMBEDDED_PTX`], `kernels/ruccl_kernels.ptx`), because a GPU
 //! host may lack `libnvrtc` (the target host has it only inside PyTorch's wheel, off the loader
@@ -29,10 +29,10 @@ use ruccl_core::{DeviceId, ReduceOperation};
 use std::path::PathBuf;
 use std::sync::Arc;
 
-/// The kernel source: `common.cuh`, `combine.cu` and `mean.cu`, concatenated in that order.
+/// The kernel source: `common.cuh`, `fold.cu` and `mean.cu`, concatenated in that order.
 pub const KERNEL_SOURCE: &str = concat!(
     include_str!("../kernels/common.cuh"),
-    include_str!("../kernels/combine.cu"),
+    include_str!("../kernels/fold.cu"),
     include_str!("../kernels/mean.cu"),
 );
 
@@ -93,7 +93,12 @@ pub const BLOCK_THREADS: u32 = 256;
 /// Resident blocks per multiprocessor the grid is sized for (2048 threads / [`BLOCK_THREADS`]).
 const BLOCKS_PER_MULTIPROCESSOR: u32 = 8;
 
-/// The operator a reduce-scatter step combines with.
+/// The most sources one fold kernel launch takes (`RUCCL_FOLD_MAX` in `fold.cu`): the source
+/// pointers travel by value in the kernel's parameters. A fold over more sources is chained
+/// (see `exchange.rs`).
+pub const FOLD_MAX: usize = 16;
+
+/// The binary operator a combining step folds with.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum CombineOp {
     /// Addition (also `Mean`'s).
@@ -115,7 +120,7 @@ impl CombineOp {
         CombineOp::Max,
     ];
 
-    /// The operator a generation of `operation` combines with (`Mean` combines as `Sum`).
+    /// The operator a generation of `operation` folds with (`Mean` folds as `Sum`).
     pub fn of(operation: ReduceOperation) -> Self {
         match operation.combining() {
             ReduceOperation::Sum | ReduceOperation::Mean => CombineOp::Sum,
@@ -147,54 +152,108 @@ impl CombineOp {
     }
 }
 
-/// An element type's part of a kernel name.
-pub const fn type_part(element_type: ElementType) -> &'static str {
-    match element_type {
+/// The element types the executor has kernels for, in the order [`kernel_names`] lists them (the
+/// kernel table places each by an explicit match, not by this order): every type `ruccl_core`
+/// defines today. A type the core adds later is not here until `kernels/*.cu` has
+/// its kernels; until then the executor refuses its tensors with
+/// [`CudaError::UnsupportedElementType`] (never a panic).
+pub const KERNEL_TYPES: [ElementType; 10] = [
+    ElementType::F32,
+    ElementType::F64,
+    ElementType::F16,
+    ElementType::BF16,
+    ElementType::I32,
+    ElementType::I64,
+    ElementType::I8,
+    ElementType::U8,
+    ElementType::U32,
+    ElementType::U64,
+];
+
+/// An element type's part of a kernel name (`None` for a type the executor has no kernels for).
+pub const fn type_part(element_type: ElementType) -> Option<&'static str> {
+    Some(match element_type {
         ElementType::F32 => "f32",
         ElementType::F64 => "f64",
         ElementType::F16 => "f16",
         ElementType::BF16 => "bf16",
         ElementType::I32 => "i32",
         ElementType::I64 => "i64",
-    }
+        ElementType::I8 => "i8",
+        ElementType::U8 => "u8",
+        ElementType::U32 => "u32",
+        ElementType::U64 => "u64",
+        // `ElementType` is non-exhaustive: a type added later has no kernels yet.
+        _ => return None,
+    })
 }
 
 /// The element type's row in the kernel table: an explicit match, so the table never depends on
-/// the order of `ElementType::ALL` (which another crate owns).
-const fn type_slot(element_type: ElementType) -> usize {
-    match element_type {
+/// the order of `ElementType::ALL` (which another crate owns). `None` for a type without kernels.
+const fn type_slot(element_type: ElementType) -> Option<usize> {
+    Some(match element_type {
         ElementType::F32 => 0,
         ElementType::F64 => 1,
         ElementType::F16 => 2,
         ElementType::BF16 => 3,
         ElementType::I32 => 4,
         ElementType::I64 => 5,
-    }
+        ElementType::I8 => 6,
+        ElementType::U8 => 7,
+        ElementType::U32 => 8,
+        ElementType::U64 => 9,
+        _ => return None,
+    })
 }
 
-/// The combine kernel's entry point for `op` on `element_type`, e.g. `ruccl_combine_sum_bf16`.
-pub fn combine_kernel_name(op: CombineOp, element_type: ElementType) -> String {
-    format!(
-        "ruccl_combine_{}_{}",
+/// Whether the executor takes `element_type` tensors at all (uploads them, runs any collective
+/// on them): every type it has kernels for ([`KERNEL_TYPES`]). Any other type is refused with
+/// [`CudaError::UnsupportedElementType`].
+pub const fn supports_type(element_type: ElementType) -> bool {
+    type_slot(element_type).is_some()
+}
+
+/// Whether the executor has kernels for `operation` on `element_type`: every operation on every
+/// element type it takes (each type has a fold kernel per operator and a mean kernel; the kernel
+/// table has a slot for each, [`kernel_names`]).
+pub const fn supports(element_type: ElementType, operation: ReduceOperation) -> bool {
+    let _ = operation;
+    supports_type(element_type)
+}
+
+/// [`CudaError::UnsupportedElementType`] for a type without kernels, or its name part.
+fn checked_type_part(element_type: ElementType) -> Result<&'static str> {
+    type_part(element_type).ok_or(CudaError::UnsupportedElementType { element_type })
+}
+
+/// The fold kernel's entry point for `op` on `element_type`, e.g. `ruccl_fold_sum_bf16`
+/// ([`CudaError::UnsupportedElementType`] for a type without kernels).
+pub fn fold_kernel_name(op: CombineOp, element_type: ElementType) -> Result<String> {
+    Ok(format!(
+        "ruccl_fold_{}_{}",
         op.kernel_part(),
-        type_part(element_type)
-    )
+        checked_type_part(element_type)?
+    ))
 }
 
-/// The mean-scaling kernel's entry point for `element_type`, e.g. `ruccl_mean_f16`.
-pub fn mean_kernel_name(element_type: ElementType) -> String {
-    format!("ruccl_mean_{}", type_part(element_type))
+/// The mean-scaling kernel's entry point for `element_type`, e.g. `ruccl_mean_f16`
+/// ([`CudaError::UnsupportedElementType`] for a type without kernels).
+pub fn mean_kernel_name(element_type: ElementType) -> Result<String> {
+    Ok(format!("ruccl_mean_{}", checked_type_part(element_type)?))
 }
 
-/// Every entry point the executor loads: 24 combine kernels, then 6 mean kernels.
+/// Every entry point the executor loads: 40 fold kernels (one per type of [`KERNEL_TYPES`] and
+/// operator), then 10 mean kernels (one per type).
 pub fn kernel_names() -> Vec<String> {
-    let combine = ElementType::ALL.into_iter().flat_map(|element_type| {
+    let fold = KERNEL_TYPES.into_iter().flat_map(|element_type| {
         CombineOp::ALL
             .into_iter()
-            .map(move |op| combine_kernel_name(op, element_type))
+            .filter_map(move |op| fold_kernel_name(op, element_type).ok())
     });
-    let mean = ElementType::ALL.into_iter().map(mean_kernel_name);
-    combine.chain(mean).collect()
+    let mean = KERNEL_TYPES
+        .into_iter()
+        .filter_map(|element_type| mean_kernel_name(element_type).ok());
+    fold.chain(mean).collect()
 }
 
 /// 64-bit FNV-1a of `bytes`: the fingerprint recorded in the generated PTX's header.
@@ -213,7 +272,7 @@ pub fn source_fingerprint() -> u64 {
 pub fn ptx_header(compiler: &str) -> String {
     format!(
         "// ruccl-cuda reduction kernels. GENERATED by cuda/scripts/gen-ptx.sh from\n\
-         // cuda/kernels/{{common.cuh,combine.cu,mean.cu}}: edit those, then regenerate.\n\
+         // cuda/kernels/{{common.cuh,fold.cu,mean.cu}}: edit those, then regenerate.\n\
          // ruccl-compiler: {compiler}, --gpu-architecture={PTX_ARCH}\n\
          {FINGERPRINT_PREFIX}{:016x}\n",
         source_fingerprint()
@@ -391,67 +450,76 @@ pub fn compile_with_nvrtc() -> Result<String> {
     Ok(ptx.to_src())
 }
 
-/// Combine kernels: one per element type and operator.
-const COMBINE_SLOTS: usize = 6 * 4;
+/// Fold kernels: one per element type and operator.
+const FOLD_SLOTS: usize = KERNEL_TYPES.len() * CombineOp::ALL.len();
 /// Mean kernels: one per element type.
-const MEAN_SLOTS: usize = 6;
+const MEAN_SLOTS: usize = KERNEL_TYPES.len();
 
-/// Where the combine kernel for `op` on `element_type` sits in [`KernelTable::combine`].
-const fn combine_slot(op: CombineOp, element_type: ElementType) -> usize {
-    type_slot(element_type) * 4 + op.slot()
+/// Where the fold kernel for `op` on `element_type` sits in [`KernelTable::fold`] (`None` for a
+/// type without kernels).
+const fn fold_slot(op: CombineOp, element_type: ElementType) -> Option<usize> {
+    match type_slot(element_type) {
+        Some(row) => Some(row * CombineOp::ALL.len() + op.slot()),
+        None => None,
+    }
 }
 
-/// Every kernel of one context, by slot: `combine[combine_slot(op, type)]`,
+/// `slot`, or [`CudaError::UnsupportedElementType`] when `element_type` has none.
+fn slot_of(slot: Option<usize>, element_type: ElementType) -> Result<usize> {
+    slot.ok_or(CudaError::UnsupportedElementType { element_type })
+}
+
+/// Every kernel of one context, by slot: `fold[fold_slot(op, type)]`,
 /// `mean[type_slot(type)]`. Built by looking every entry point up by name and storing it at the
 /// slot of the (type, operator) the name was made from, so the order in which the types and
 /// operators are enumerated cannot matter. Generic over the stored value so the placement is
 /// tested without a GPU (with names).
 #[derive(Debug)]
 pub(crate) struct KernelTable<F> {
-    combine: Vec<F>,
+    fold: Vec<F>,
     mean: Vec<F>,
 }
 
 impl<F> KernelTable<F> {
     /// Look up every kernel with `load` (given the entry point's name) and place it.
     pub(crate) fn build(mut load: impl FnMut(&str) -> Result<F>) -> Result<Self> {
-        let mut combine: Vec<Option<F>> = (0..COMBINE_SLOTS).map(|_| None).collect();
+        let mut fold: Vec<Option<F>> = (0..FOLD_SLOTS).map(|_| None).collect();
         let mut mean: Vec<Option<F>> = (0..MEAN_SLOTS).map(|_| None).collect();
-        for element_type in ElementType::ALL {
+        for element_type in KERNEL_TYPES {
             for op in CombineOp::ALL {
-                let name = combine_kernel_name(op, element_type);
-                place(
-                    &mut combine,
-                    combine_slot(op, element_type),
-                    load(&name)?,
-                    &name,
-                )?;
+                let name = fold_kernel_name(op, element_type)?;
+                let slot = slot_of(fold_slot(op, element_type), element_type)?;
+                place(&mut fold, slot, load(&name)?, &name)?;
             }
-            let name = mean_kernel_name(element_type);
-            place(&mut mean, type_slot(element_type), load(&name)?, &name)?;
+            let name = mean_kernel_name(element_type)?;
+            let slot = slot_of(type_slot(element_type), element_type)?;
+            place(&mut mean, slot, load(&name)?, &name)?;
         }
         Ok(Self {
-            combine: filled(combine)?,
+            fold: filled(fold)?,
             mean: filled(mean)?,
         })
     }
 
-    /// The combine kernel for `op` on `element_type`.
-    pub(crate) fn combine(&self, op: CombineOp, element_type: ElementType) -> Result<&F> {
-        self.combine
-            .get(combine_slot(op, element_type))
-            .ok_or_else(|| CudaError::KernelTable {
-                reason: format!("no slot for {}", combine_kernel_name(op, element_type)),
-            })
+    /// The fold kernel for `op` on `element_type` ([`CudaError::UnsupportedElementType`] for a
+    /// type without kernels).
+    pub(crate) fn fold(&self, op: CombineOp, element_type: ElementType) -> Result<&F> {
+        let slot = slot_of(fold_slot(op, element_type), element_type)?;
+        self.fold.get(slot).ok_or_else(|| CudaError::KernelTable {
+            reason: format!(
+                "no slot {slot} for the {} fold on {element_type}",
+                op.kernel_part()
+            ),
+        })
     }
 
-    /// The mean kernel for `element_type`.
+    /// The mean kernel for `element_type` ([`CudaError::UnsupportedElementType`] for a type
+    /// without kernels).
     pub(crate) fn mean(&self, element_type: ElementType) -> Result<&F> {
-        self.mean
-            .get(type_slot(element_type))
-            .ok_or_else(|| CudaError::KernelTable {
-                reason: format!("no slot for {}", mean_kernel_name(element_type)),
-            })
+        let slot = slot_of(type_slot(element_type), element_type)?;
+        self.mean.get(slot).ok_or_else(|| CudaError::KernelTable {
+            reason: format!("no slot {slot} for the mean on {element_type}"),
+        })
     }
 }
 
@@ -516,38 +584,56 @@ impl Kernels {
         Ok(Self { table, max_blocks })
     }
 
-    /// Queue `dst[i] = op(dst[i], src[i])` for `i < len` on `stream`.
+    /// Queue `dst[i] = ((x0[i] op x1[i]) op x2[i]) ...` for `i < len` on `stream`, a left fold
+    /// over `sources` (`x0, x1, ...`, in that order; 1 to [`FOLD_MAX`] of them) rounded to the
+    /// storage type after every operation. Whether the fold is supported is the kernel table's
+    /// to say ([`CudaError::KernelTable`] otherwise); more sources are a
+    /// [`CudaError::FoldSources`], never a truncated fold.
     ///
     /// # Safety
-    /// `dst` and `src` must be device addresses in `stream`'s context, each valid for `len`
-    /// elements of `element_type`, not overlapping, and not accessed by other streams until the
-    /// kernel completes (the caller orders that with events).
-    pub(crate) unsafe fn combine(
+    /// `dst` and every source must be device addresses in `stream`'s context, each valid for
+    /// `len` elements of `element_type`. A source may be `dst` itself (each thread reads its
+    /// element of every source before writing it); no source may otherwise overlap `dst`. None
+    /// may be accessed by other streams until the kernel completes (the caller orders that with
+    /// events).
+    pub(crate) unsafe fn fold(
         &self,
         stream: &CudaStream,
         device: DeviceId,
         (element_type, op): (ElementType, CombineOp),
         dst: u64,
-        src: u64,
+        sources: &[u64],
         len: usize,
     ) -> Result<()> {
         if len == 0 {
             return Ok(());
         }
-        let function = self.table.combine(op, element_type)?;
-        let count = len as u64;
+        if sources.is_empty() || sources.len() > FOLD_MAX {
+            return Err(CudaError::FoldSources {
+                sources: sources.len(),
+                max: FOLD_MAX,
+            });
+        }
+        let function = self.table.fold(op, element_type)?;
+        let mut table = [0_u64; FOLD_MAX];
+        table[..sources.len()].copy_from_slice(sources);
+        // `sources.len() <= FOLD_MAX`, so this never saturates.
+        let count = u32::try_from(sources.len()).unwrap_or(u32::MAX);
+        let elements = len as u64;
         let mut launch = stream.launch_builder(function);
-        launch.arg(&dst).arg(&src).arg(&count);
-        // SAFETY: the kernel's signature is (Storage*, const Storage*, unsigned long long), matched
-        // by two u64 device addresses and a u64 count; the caller guarantees the addresses are
-        // valid for `len` elements in this stream's context, and the grid-stride loop stays
-        // below `len`.
-        unsafe { launch.launch(self.config(len)) }
-            .during("cuLaunchKernel (combine)", Some(device))?;
+        launch.arg(&dst).arg(&table).arg(&count).arg(&elements);
+        // SAFETY: the kernel's signature is (Storage*, RucclSources, unsigned int, unsigned long
+        // long), matched by a u64 device address, `[u64; FOLD_MAX]` (the struct's
+        // `const void* p[RUCCL_FOLD_MAX]`, same size and alignment), a u32 and a u64. The kernel
+        // reads only the first `count` pointers; the caller guarantees each is valid for `len`
+        // elements in this stream's context, and the grid-stride loop stays below `len`.
+        unsafe { launch.launch(self.config(len)) }.during("cuLaunchKernel (fold)", Some(device))?;
         Ok(())
     }
 
-    /// Queue `data[i] = data[i] / world` (see `mean.cu`) for `i < len` on `stream`.
+    /// Queue `data[i] = data[i] / world` for `i < len` on `stream`: one correctly rounded
+    /// division for floats (in f32 for f16 and bf16, then one rounding to storage), truncation
+    /// toward zero for integers (see `mean.cu`).
     ///
     /// # Safety
     /// `data` must be a device address in `stream`'s context, valid for `len` elements of
@@ -602,14 +688,81 @@ mod tests {
     #[test]
     fn every_type_and_operator_has_a_distinct_kernel() {
         let names = kernel_names();
-        assert_eq!(names.len(), 6 * 4 + 6);
+        assert_eq!(names.len(), 10 * 4 + 10);
         assert_eq!(names.iter().collect::<BTreeSet<_>>().len(), names.len());
-        assert!(names.contains(&"ruccl_combine_prod_bf16".to_owned()));
+        assert!(names.contains(&"ruccl_fold_prod_bf16".to_owned()));
         assert!(names.contains(&"ruccl_mean_i64".to_owned()));
+        for name in [
+            "ruccl_fold_sum_i8",
+            "ruccl_fold_prod_u8",
+            "ruccl_fold_min_u32",
+            "ruccl_fold_max_u64",
+            "ruccl_mean_i8",
+            "ruccl_mean_u8",
+            "ruccl_mean_u32",
+            "ruccl_mean_u64",
+        ] {
+            assert!(names.contains(&name.to_owned()), "{name}");
+        }
     }
 
     #[test]
-    fn mean_combines_with_the_sum_kernel() {
+    fn the_executor_has_kernels_for_every_element_type_the_core_defines() {
+        // A type `ruccl_core` adds later fails here (not at compile time: `ElementType` is
+        // non-exhaustive) until `kernels/*.cu` and `KERNEL_TYPES` cover it.
+        for element_type in ElementType::ALL {
+            assert!(KERNEL_TYPES.contains(&element_type), "{element_type}");
+            assert!(supports_type(element_type), "{element_type}");
+            for operation in ReduceOperation::ALL {
+                assert!(
+                    supports(element_type, operation),
+                    "{element_type} {operation}"
+                );
+            }
+        }
+        assert_eq!(
+            KERNEL_TYPES.iter().collect::<BTreeSet<_>>().len(),
+            KERNEL_TYPES.len()
+        );
+    }
+
+    #[test]
+    fn a_type_without_a_slot_is_the_typed_unsupported_error() {
+        // What every lookup answers for a type added to the core later (none can be built
+        // here, so the shared step is checked with the missing slot it would get).
+        match slot_of(None, ElementType::U64) {
+            Err(CudaError::UnsupportedElementType { element_type }) => {
+                assert_eq!(element_type, ElementType::U64);
+            }
+            other => panic!("expected UnsupportedElementType, got {other:?}"),
+        }
+        assert_eq!(slot_of(Some(3), ElementType::U64).ok(), Some(3));
+        let message = CudaError::UnsupportedElementType {
+            element_type: ElementType::U8,
+        }
+        .to_string();
+        assert!(message.contains("uint8"), "{message}");
+    }
+
+    #[test]
+    fn kernel_names_spell_the_new_integer_types_as_the_source_does() {
+        assert_eq!(
+            fold_kernel_name(CombineOp::Sum, ElementType::I8).ok(),
+            Some("ruccl_fold_sum_i8".to_owned())
+        );
+        assert_eq!(
+            fold_kernel_name(CombineOp::Max, ElementType::U64).ok(),
+            Some("ruccl_fold_max_u64".to_owned())
+        );
+        assert_eq!(
+            mean_kernel_name(ElementType::U32).ok(),
+            Some("ruccl_mean_u32".to_owned())
+        );
+        assert_eq!(type_part(ElementType::U8), Some("u8"));
+    }
+
+    #[test]
+    fn mean_folds_with_the_sum_kernel() {
         assert_eq!(CombineOp::of(ReduceOperation::Mean), CombineOp::Sum);
         assert_eq!(CombineOp::of(ReduceOperation::Product), CombineOp::Product);
         assert_eq!(CombineOp::of(ReduceOperation::Min), CombineOp::Min);
@@ -619,16 +772,48 @@ mod tests {
     #[test]
     fn the_source_defines_every_kernel_the_executor_loads() {
         // The .cu files spell names through macros: check each macro instantiation is there.
-        for element_type in ElementType::ALL {
-            let part = type_part(element_type);
-            let combine = format!("RUCCL_COMBINE_KERNELS_FOR({part}, ");
+        for element_type in KERNEL_TYPES {
+            let part = type_part(element_type).expect("a kernel type has a name part");
+            let fold = format!("RUCCL_FOLD_KERNELS_FOR({part}, ");
             let mean = format!("RUCCL_MEAN_KERNEL({part}, ");
-            assert!(KERNEL_SOURCE.contains(&combine), "{combine}");
+            assert!(KERNEL_SOURCE.contains(&fold), "{fold}");
             assert!(KERNEL_SOURCE.contains(&mean), "{mean}");
         }
         for op in CombineOp::ALL {
-            let line = format!("RUCCL_COMBINE_KERNEL({}, ", op.kernel_part());
+            let line = format!("RUCCL_FOLD_KERNEL({}, ", op.kernel_part());
             assert!(KERNEL_SOURCE.contains(&line), "{line}");
+        }
+    }
+
+    #[test]
+    fn the_fold_fan_in_is_the_one_the_source_declares() {
+        let line = format!("#define RUCCL_FOLD_MAX {FOLD_MAX}\n");
+        assert!(
+            KERNEL_SOURCE.contains(&line),
+            "fold.cu must declare `{line}`"
+        );
+    }
+
+    #[test]
+    fn every_fold_kernel_in_the_ptx_takes_the_source_table_by_value() {
+        // The launch passes `[u64; FOLD_MAX]` as the second parameter: the PTX must declare a
+        // parameter of exactly that many bytes for every fold kernel, or a launch would read
+        // past the table.
+        let table = ".param .align 8 .b8 ";
+        let size = format!("[{}]", FOLD_MAX * 8);
+        for name in kernel_names()
+            .iter()
+            .filter(|name| name.starts_with("ruccl_fold_"))
+        {
+            let entry = format!(".visible .entry {name}(");
+            let start = EMBEDDED_PTX
+                .find(&entry)
+                .expect("every fold kernel is in the PTX");
+            let signature: String = EMBEDDED_PTX[start..].lines().take(6).collect();
+            assert!(
+                signature.contains(table) && signature.contains(&size),
+                "{name}: {signature}"
+            );
         }
     }
 
@@ -699,41 +884,66 @@ mod tests {
     #[test]
     fn the_kernel_table_maps_every_type_and_operator_to_its_own_kernel() {
         let table = KernelTable::build(|name| Ok(name.to_owned())).expect("a consistent table");
-        for element_type in ElementType::ALL {
+        for element_type in KERNEL_TYPES {
             for op in CombineOp::ALL {
                 assert_eq!(
-                    table.combine(op, element_type).ok(),
-                    Some(&combine_kernel_name(op, element_type)),
+                    table.fold(op, element_type).ok(),
+                    fold_kernel_name(op, element_type).ok().as_ref(),
+                    "{element_type} {op:?}"
+                );
+                assert!(
+                    table.fold(op, element_type).is_ok(),
                     "{element_type} {op:?}"
                 );
             }
             assert_eq!(
                 table.mean(element_type).ok(),
-                Some(&mean_kernel_name(element_type)),
+                mean_kernel_name(element_type).ok().as_ref(),
                 "{element_type}"
             );
+            assert!(table.mean(element_type).is_ok(), "{element_type}");
         }
+        // Pinned: the new integer types sit in their own rows, after the original six.
+        assert_eq!(
+            table.fold(CombineOp::Product, ElementType::I8).ok(),
+            Some(&"ruccl_fold_prod_i8".to_owned())
+        );
+        assert_eq!(
+            table.fold(CombineOp::Min, ElementType::U8).ok(),
+            Some(&"ruccl_fold_min_u8".to_owned())
+        );
+        assert_eq!(
+            table.fold(CombineOp::Sum, ElementType::U32).ok(),
+            Some(&"ruccl_fold_sum_u32".to_owned())
+        );
+        assert_eq!(
+            table.mean(ElementType::U64).ok(),
+            Some(&"ruccl_mean_u64".to_owned())
+        );
+        assert_eq!(fold_slot(CombineOp::Sum, ElementType::I8), Some(24));
+        assert_eq!(fold_slot(CombineOp::Max, ElementType::U64), Some(39));
+        assert_eq!(type_slot(ElementType::U8), Some(7));
     }
 
     #[test]
     fn the_kernel_table_slots_are_distinct_and_in_range() {
-        let mut combine = BTreeSet::new();
+        let mut fold = BTreeSet::new();
         let mut mean = BTreeSet::new();
-        for element_type in ElementType::ALL {
+        for element_type in KERNEL_TYPES {
             for op in CombineOp::ALL {
-                let slot = combine_slot(op, element_type);
-                assert!(slot < COMBINE_SLOTS && combine.insert(slot), "{slot}");
+                let slot = fold_slot(op, element_type).expect("a kernel type has a row");
+                assert!(slot < FOLD_SLOTS && fold.insert(slot), "{slot}");
             }
-            let slot = type_slot(element_type);
+            let slot = type_slot(element_type).expect("a kernel type has a row");
             assert!(slot < MEAN_SLOTS && mean.insert(slot), "{slot}");
         }
-        assert_eq!((combine.len(), mean.len()), (COMBINE_SLOTS, MEAN_SLOTS));
+        assert_eq!((fold.len(), mean.len()), (FOLD_SLOTS, MEAN_SLOTS));
     }
 
     #[test]
     fn a_failing_lookup_fails_the_whole_table() {
         let result = KernelTable::build(|name| {
-            if name == "ruccl_combine_min_f16" {
+            if name == "ruccl_fold_min_f16" {
                 Err(CudaError::MissingKernel {
                     name: name.to_owned(),
                     device: DeviceId::new(0),
@@ -744,7 +954,7 @@ mod tests {
         });
         assert!(matches!(
             result,
-            Err(CudaError::MissingKernel { name, .. }) if name == "ruccl_combine_min_f16"
+            Err(CudaError::MissingKernel { name, .. }) if name == "ruccl_fold_min_f16"
         ));
     }
 

@@ -2,7 +2,7 @@
 
 use super::agreement::{CachedPlan, Request, agree};
 use super::padded::Padded;
-use super::state::{Batch, Delivery, Outcome, State, Submission};
+use super::state::{Batch, Delivery, Outcome, State, Submission, WaitStats};
 use crate::contain::{device_call, discard, infallible_call};
 use crate::error::{NativeCollectiveError, Phase};
 use crate::run::run_plan;
@@ -202,6 +202,13 @@ impl<D: NativeCollectiveDevice> NativeCommunicator<D> {
         });
     }
 
+    /// How this communicator's ranks waited so far: generations published, and in how many of
+    /// them a rank parked instead of seeing the publication while it polled (a benchmark's
+    /// measure of whether the waiting policy fell back to the slow path).
+    pub fn wait_stats(&self) -> WaitStats {
+        self.state.lock().stats()
+    }
+
     /// Whether the communicator has been aborted (by [`abort`](Self::abort) or a timeout).
     pub fn is_aborted(&self) -> bool {
         self.state.lock().aborted().is_some()
@@ -267,7 +274,7 @@ impl<D: NativeCollectiveDevice> NativeCommunicator<D> {
         deadline: &Deadline,
         timeout: Option<Duration>,
     ) -> Delivery<D::Tensor> {
-        let taken = self.wait_for(state, deadline, |state| {
+        let taken = self.wait_for(state, generation, deadline, |state| {
             // A published delivery is checked first: a published generation is delivered whole
             // even after an abort.
             state
@@ -320,12 +327,14 @@ impl<D: NativeCollectiveDevice> NativeCommunicator<D> {
         }
     }
 
-    /// Wait (polling first, then parking) until `ready` yields a value, or `deadline` passes.
+    /// Wait (polling first, then parking) for `generation` until `ready` yields a value, or
+    /// `deadline` passes.
     /// `ready` runs under the lock and is re-checked after every wake-up, spurious or not.
     /// On timeout the guard is handed back with `ready` still unsatisfied.
     fn wait_for<'a, R>(
         &'a self,
         mut state: Guard<'a, D>,
+        generation: u64,
         deadline: &Deadline,
         mut ready: impl FnMut(&mut State<D>) -> Option<R>,
     ) -> Result<(Guard<'a, D>, R), Guard<'a, D>> {
@@ -348,6 +357,7 @@ impl<D: NativeCollectiveDevice> NativeCommunicator<D> {
             backoff.snooze();
         }
         loop {
+            state.note_park(generation);
             state.sleepers += 1;
             let (woken, expired) = self.changed.wait_until(state, deadline);
             state = woken;

@@ -14,3 +14,4 @@ mod padded;
 mod state;
 
 pub use communicator::NativeCommunicator;
+pub use state::WaitStats;

@@ -59,6 +59,22 @@ struct Round<D: NativeCollectiveDevice> {
     outputs: Vec<Option<Delivery<D::Tensor>>>,
     /// `Delivering`: the number of `Some` in `outputs`, always `> 0`.
     undelivered: usize,
+    /// Whether a rank waiting for this round's generation parked (for [`WaitStats`]).
+    parked: bool,
+}
+
+/// How the ranks of a communicator waited so far; read with
+/// [`NativeCommunicator::wait_stats`](crate::NativeCommunicator::wait_stats).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct WaitStats {
+    /// Generations published (successes and shared errors alike).
+    pub generations: u64,
+    /// Of those, the generations in which at least one rank parked on the condition variable
+    /// instead of seeing the publication while it polled.
+    pub parked_generations: u64,
+    /// Times any rank parked (a rank may park more than once in one wait).
+    pub parks: u64,
 }
 
 impl<D: NativeCollectiveDevice> Round<D> {
@@ -70,6 +86,7 @@ impl<D: NativeCollectiveDevice> Round<D> {
             arrived: 0,
             outputs: (0..world).map(|_| None).collect(),
             undelivered: 0,
+            parked: false,
         }
     }
 }
@@ -97,6 +114,8 @@ pub(super) struct State<D: NativeCollectiveDevice> {
     cache: Option<CachedPlan>,
     /// Ranks blocked in the condition variable right now; a transition notifies only if `> 0`.
     pub(super) sleepers: usize,
+    /// How ranks waited so far.
+    stats: WaitStats,
 }
 
 impl<D: NativeCollectiveDevice> State<D> {
@@ -109,6 +128,7 @@ impl<D: NativeCollectiveDevice> State<D> {
             aborted: None,
             cache: None,
             sleepers: 0,
+            stats: WaitStats::default(),
         }
     }
 
@@ -184,6 +204,9 @@ impl<D: NativeCollectiveDevice> State<D> {
         }
         round.undelivered = round.outputs.len();
         round.stage = Stage::Delivering;
+        let parked = std::mem::take(&mut round.parked);
+        self.stats.generations += 1;
+        self.stats.parked_generations += u64::from(parked);
         // The runner's own delivery is there: it was just published.
         self.take(rank, generation).unwrap_or_else(|| {
             Err(NativeCollectiveError::OutputCount {
@@ -229,6 +252,20 @@ impl<D: NativeCollectiveDevice> State<D> {
             }
         }
         (deposits, true)
+    }
+
+    /// A rank waiting for `generation` is about to park.
+    pub(super) fn note_park(&mut self, generation: u64) {
+        self.stats.parks += 1;
+        let round = self.round(generation);
+        if round.generation == generation {
+            round.parked = true;
+        }
+    }
+
+    /// How ranks waited so far.
+    pub(super) fn stats(&self) -> WaitStats {
+        self.stats
     }
 
     /// The ranks holding up a rank waiting on `generation`: while it collects, those that have

@@ -14,7 +14,10 @@
 #![allow(dead_code)] // each test binary uses its own subset
 
 use half::{bf16, f16};
-use ruccl_core::{DeviceId, NativeCollectiveError, NativeCommunicator, ReduceOperation};
+use ruccl_core::{
+    Algorithm, Collective, CollectiveOptions, DeviceId, NativeCollectiveError, NativeCommunicator,
+    ReduceOperation,
+};
 use ruccl_cuda::{CudaCollective, CudaConfig, DeviceMap, REQUIRE_HARDWARE_ENV, probe};
 use ruccl_sim::host::{ElementType, HostTensors, HostValues};
 use ruccl_sim::pattern::{self, Expected};
@@ -144,14 +147,18 @@ pub fn executor(map: DeviceMap, config: CudaConfig) -> CudaCollective {
     }
 }
 
-/// All-reduce `inputs[r]` on rank `r` of `communicator`, one thread per rank; each rank's
-/// downloaded output or error text.
-pub fn all_reduce(
+/// Run `collective` with `algorithm` over `inputs[r]` on rank `r` of `communicator`, one thread
+/// per rank; each rank's downloaded output or error text.
+pub fn collective(
     device: &CudaCollective,
     communicator: &NativeCommunicator<CudaCollective>,
     inputs: &[HostValues],
-    operation: ReduceOperation,
+    collective: Collective,
+    algorithm: Algorithm,
 ) -> Vec<Result<HostValues, String>> {
+    let options = CollectiveOptions::default()
+        .with_algorithm(algorithm)
+        .with_timeout(COLLECTIVE_TIMEOUT);
     std::thread::scope(|scope| {
         let handles: Vec<_> = communicator
             .devices()
@@ -162,7 +169,7 @@ pub fn all_reduce(
                 scope.spawn(move || -> Result<HostValues, String> {
                     let tensor = device.upload(id, values).map_err(|e| e.to_string())?;
                     let output = communicator
-                        .all_reduce_timeout(rank, tensor, operation, COLLECTIVE_TIMEOUT)
+                        .collective(rank, tensor, collective, options)
                         .map_err(|e: NativeCollectiveError| e.to_string())?;
                     device.download(&output).map_err(|e| e.to_string())
                 })
@@ -177,6 +184,122 @@ pub fn all_reduce(
             })
             .collect()
     })
+}
+
+/// All-reduce `inputs[r]` on rank `r` of `communicator` with the algorithm `Auto` picks.
+pub fn all_reduce(
+    device: &CudaCollective,
+    communicator: &NativeCommunicator<CudaCollective>,
+    inputs: &[HostValues],
+    operation: ReduceOperation,
+) -> Vec<Result<HostValues, String>> {
+    collective(
+        device,
+        communicator,
+        inputs,
+        Collective::AllReduce(operation),
+        Algorithm::Auto,
+    )
+}
+
+/// The built-in algorithms that can run a world of `world` ranks.
+pub fn algorithms(world: usize) -> Vec<Algorithm> {
+    Algorithm::BUILT_IN
+        .into_iter()
+        .filter(|&algorithm| algorithm != Algorithm::HalvingDoubling || world.is_power_of_two())
+        .collect()
+}
+
+/// The four collectives, with a reduce operation where they take one and the last rank as the
+/// broadcast root.
+pub fn collectives(world: usize, operation: ReduceOperation) -> [Collective; 4] {
+    [
+        Collective::AllReduce(operation),
+        Collective::ReduceScatter(operation),
+        Collective::AllGather,
+        Collective::Broadcast {
+            root: world.saturating_sub(1),
+        },
+    ]
+}
+
+/// A tensor's elements as the bytes they are in device memory, for bitwise comparisons (`==` on
+/// floats would call `-0.0` and `0.0` equal).
+pub fn bits(values: &HostValues) -> Vec<u8> {
+    ruccl_cuda::host::to_bytes(values)
+        .unwrap_or_else(|error| panic!("no bytes for {}: {error}", values.element_type()))
+}
+
+/// Bytes of `element_type` elements as host values (the inverse of [`bits`]).
+pub fn from_bits(element_type: ElementType, bytes: &[u8]) -> HostValues {
+    ruccl_cuda::host::from_bytes(element_type, bytes)
+        .unwrap_or_else(|error| panic!("no values of {element_type}: {error}"))
+}
+
+/// An integer type's arithmetic as the kernels do it, written independently of the simulated
+/// device's: sums and products wrap in the type's own width, min and max in its own order
+/// (unsigned types as unsigned), and `Mean` divides the wrapped sum by the world toward zero.
+trait KernelInteger: Copy + Ord {
+    /// `value` modulo 2^bits, as this type holds it.
+    fn wrap(value: i64) -> Self;
+    fn sum(self, other: Self) -> Self;
+    fn product(self, other: Self) -> Self;
+    /// `self / world`, toward zero.
+    fn mean(self, world: usize) -> Self;
+}
+
+macro_rules! kernel_integer {
+    ($type:ty) => {
+        impl KernelInteger for $type {
+            fn wrap(value: i64) -> Self {
+                value as $type
+            }
+            fn sum(self, other: Self) -> Self {
+                self.wrapping_add(other)
+            }
+            fn product(self, other: Self) -> Self {
+                self.wrapping_mul(other)
+            }
+            fn mean(self, world: usize) -> Self {
+                // In i128, where every value and every world fit (i8's -128 over 128 too).
+                (i128::from(self) / world as i128) as $type
+            }
+        }
+    };
+}
+kernel_integer!(i8);
+kernel_integer!(i32);
+kernel_integer!(i64);
+kernel_integer!(u8);
+kernel_integer!(u32);
+kernel_integer!(u64);
+
+/// [`kernel_reference`] for an integer type `T`: rank `r`'s pattern input wrapped into `T`,
+/// folded over the ranks in rank order.
+fn integer_reference<T: KernelInteger>(
+    operation: ReduceOperation,
+    world: usize,
+    len: usize,
+) -> Vec<T> {
+    (0..len)
+        .map(|index| {
+            let column = (0..world.max(1))
+                .map(|rank| T::wrap(pattern::input_integer(operation, rank, index)));
+            let folded = column
+                .reduce(|acc, value| match operation {
+                    ReduceOperation::Sum | ReduceOperation::Mean => acc.sum(value),
+                    ReduceOperation::Product => acc.product(value),
+                    ReduceOperation::Min => acc.min(value),
+                    ReduceOperation::Max => acc.max(value),
+                })
+                .unwrap_or_else(|| T::wrap(0));
+            if operation == ReduceOperation::Mean {
+                folded.mean(world.max(1))
+            } else {
+                folded
+            }
+        })
+        .collect()
 }
 
 /// The first `world` devices of `map`, in order: rank `r` on the `r`-th.
@@ -196,10 +319,11 @@ pub fn input(
 }
 
 /// What the kernels must produce, bit for bit, from [`input`]s over `world` ranks: the exact
-/// reduction (sim's [`Expected`]), with `Mean` scaled as `kernels/mean.cu` scales it — times the
-/// reciprocal of the world in the compute type (f32 for f16 and bf16), one rounding to storage;
-/// integers divided with truncation toward zero. (Sim's `#wrong` check allows `Mean` the element
-/// type's rounding, so it accepts this too; `tests/reference.rs` checks that.)
+/// reduction (sim's [`Expected`]), with `Mean` divided as `kernels/mean.cu` and the simulated
+/// device divide — one correctly rounded division in the compute type (f32 for f16 and bf16),
+/// one rounding to storage; integers wrapped in their own width and divided with truncation
+/// toward zero. (Sim's `#wrong` check allows `Mean` the element type's rounding, so it accepts
+/// this too; `tests/reference.rs` checks that.)
 pub fn kernel_reference(
     element_type: ElementType,
     operation: ReduceOperation,
@@ -215,12 +339,10 @@ pub fn kernel_reference(
     // Every exact value is a small integer, so each conversion below is exact.
     let values = (0..len).map(|index| exact.at(index));
     let scale = operation == ReduceOperation::Mean;
-    let world_f32 = 1.0_f32 / world.max(1) as f32;
-    let world_f64 = 1.0_f64 / world.max(1) as f64;
-    let divisor = world.max(1) as i64;
+    let world = world.max(1);
     let scaled_f32 = |sum: f64| {
         if scale {
-            sum as f32 * world_f32
+            sum as f32 / world as f32
         } else {
             sum as f32
         }
@@ -229,7 +351,7 @@ pub fn kernel_reference(
         ElementType::F32 => HostValues::F32(values.map(scaled_f32).collect()),
         ElementType::F64 => HostValues::F64(
             values
-                .map(|sum| if scale { sum * world_f64 } else { sum })
+                .map(|sum| if scale { sum / world as f64 } else { sum })
                 .collect(),
         ),
         ElementType::F16 => {
@@ -238,15 +360,44 @@ pub fn kernel_reference(
         ElementType::BF16 => {
             HostValues::BF16(values.map(|sum| bf16::from_f32(scaled_f32(sum))).collect())
         }
-        ElementType::I32 => HostValues::I32(
-            values
-                .map(|sum| if scale { sum as i64 / divisor } else { sum as i64 } as i32)
-                .collect(),
-        ),
-        ElementType::I64 => HostValues::I64(
-            values
-                .map(|sum| if scale { sum as i64 / divisor } else { sum as i64 })
-                .collect(),
-        ),
+        ElementType::I32 => HostValues::I32(integer_reference(operation, world, len)),
+        ElementType::I64 => HostValues::I64(integer_reference(operation, world, len)),
+        ElementType::I8 => HostValues::I8(integer_reference(operation, world, len)),
+        ElementType::U8 => HostValues::U8(integer_reference(operation, world, len)),
+        ElementType::U32 => HostValues::U32(integer_reference(operation, world, len)),
+        ElementType::U64 => HostValues::U64(integer_reference(operation, world, len)),
+        other => panic!("no kernel reference for {other}"),
+    }
+}
+
+/// What `collective` must give rank `rank` from [`input`]s of `len` elements over `world`
+/// ranks, bit for bit: the all-reduce's [`kernel_reference`], block `rank` of it for a
+/// reduce-scatter, every rank's input in rank order for an all-gather, the root's input for a
+/// broadcast.
+pub fn collective_reference(
+    collective: Collective,
+    element_type: ElementType,
+    world: usize,
+    rank: usize,
+    len: usize,
+) -> HostValues {
+    let operation = collective.operation().unwrap_or(ReduceOperation::Sum);
+    match collective {
+        Collective::AllReduce(_) => kernel_reference(element_type, operation, world, len),
+        Collective::ReduceScatter(_) => {
+            let block = len / world.max(1);
+            let all = bits(&kernel_reference(element_type, operation, world, len));
+            let size = element_type.size();
+            let mine = &all[rank * block * size..(rank + 1) * block * size];
+            from_bits(element_type, mine)
+        }
+        Collective::AllGather => {
+            let gathered: Vec<u8> = (0..world)
+                .flat_map(|from| bits(&input(element_type, operation, from, len)))
+                .collect();
+            from_bits(element_type, &gathered)
+        }
+        Collective::Broadcast { root } => input(element_type, operation, root, len),
+        _ => panic!("no reference for {collective}"),
     }
 }
