@@ -12,6 +12,7 @@
 
 use ruccl_core::sync::{Arc, Condvar, Mutex};
 use ruccl_core::{DeviceId, ElementType, NativeCollectiveDevice, Plan};
+use ruccl_sim::ValueKind;
 use ruccl_sim::{
     FaultPlan, FaultyDevice, FaultyTensor, HostTensors, HostValues, Intercept, Intercepted,
     SimDevice,
@@ -38,10 +39,9 @@ pub fn faulty(world: usize, plan: FaultPlan) -> FaultyDevice<SimDevice> {
 /// A device the scenarios can feed and read: host `i64` values in, host values out.
 pub trait ModelDevice: HostTensors {
     /// The device values alive now, by kind (kinds with none left out), and the drops of values
-    /// already dropped — the simulated device's census.
-    fn census(&self) -> (Vec<(String, i64)>, Vec<String>) {
-        (Vec::new(), Vec::new())
-    }
+    /// already dropped: the simulated device's census ([`SimDevice::census`]), which every
+    /// device here ends in.
+    fn census(&self) -> (Vec<(String, i64)>, Vec<String>);
 
     /// Make a tensor that no fault will make panic when dropped (an output the fault injector
     /// armed is defused here; the harness is not device code under test).
@@ -82,10 +82,32 @@ pub trait ModelDevice: HostTensors {
 }
 
 impl ModelDevice for SimDevice {
+    fn census(&self) -> (Vec<(String, i64)>, Vec<String>) {
+        let census = SimDevice::census(self);
+        let live = ValueKind::ALL
+            .iter()
+            .filter(|&&kind| census.live.of(kind) > 0)
+            .map(|&kind| {
+                let count = i64::try_from(census.live.of(kind)).unwrap_or(i64::MAX);
+                (kind.to_string(), count)
+            })
+            .collect();
+        let double = census
+            .double_drops
+            .iter()
+            .map(|drop| format!("{} #{}", drop.kind, drop.id))
+            .collect();
+        (live, double)
+    }
+
     fn defuse(&self, _tensor: &mut Self::Tensor) {}
 }
 
 impl<D: ModelDevice> ModelDevice for FaultyDevice<D> {
+    fn census(&self) -> (Vec<(String, i64)>, Vec<String>) {
+        self.inner().census()
+    }
+
     fn defuse(&self, tensor: &mut FaultyTensor<D::Tensor>) {
         tensor.disarm();
         if let Some(inner) = tensor.get_mut() {
@@ -194,6 +216,10 @@ impl<D: NativeCollectiveDevice> Intercept<D> for ScheduleHold {
 }
 
 impl<D: ModelDevice> ModelDevice for HeldSchedule<D> {
+    fn census(&self) -> (Vec<(String, i64)>, Vec<String>) {
+        self.inner().census()
+    }
+
     fn defuse(&self, tensor: &mut D::Tensor) {
         self.inner().defuse(tensor);
     }

@@ -288,6 +288,16 @@ impl Script {
         .ok()
     }
 
+    /// The most steps any generation's plan has (on the default link model), for drawing fault
+    /// plans: an `exchange` fault beyond a generation's steps never fires, as the predictor knows.
+    pub fn max_steps(&self) -> usize {
+        (0..self.generations())
+            .filter_map(|generation| self.plan(generation, LinkModel::default()))
+            .map(|plan| plan.steps().len())
+            .max()
+            .unwrap_or(0)
+    }
+
     /// Whether rank `rank` waits with a timeout in `generation`.
     pub fn times_out(&self, generation: usize, rank: usize) -> bool {
         self.calls

@@ -3,8 +3,12 @@
 //! schedule; a witness counts, over a checker's executions, those that hit the case, so a run
 //! shows it was explored, not just possible. Harness bookkeeping in std atomics, outside the
 //! checkers' view; never a pass/fail condition.
+#![allow(
+    clippy::disallowed_types,
+    reason = "harness bookkeeping outside the checkers' view, as the execution counters"
+)]
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 /// Executions seen, and those that hit the case.
 #[derive(Debug)]
@@ -42,5 +46,22 @@ impl Witness {
 impl Default for Witness {
     fn default() -> Self {
         Self::new()
+    }
+}
+
+/// A flag a scenario's thread raises for a [`Witness`] to read (whether rank 0 had returned from
+/// generation 0, say): harness bookkeeping like the witness, outside the checkers' view.
+#[derive(Debug, Default)]
+pub struct Flag(AtomicBool);
+
+impl Flag {
+    /// Raise the flag.
+    pub fn raise(&self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+
+    /// Whether the flag was raised.
+    pub fn is_raised(&self) -> bool {
+        self.0.load(Ordering::SeqCst)
     }
 }

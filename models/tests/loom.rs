@@ -39,12 +39,21 @@ fn explore(name: &str, bound: Option<usize>, model: impl Fn() + Sync + Send + 's
     loom::explore(name, bound, model);
 }
 
-/// No bound in the full profile; bound 2 in the quick one (mutation testing).
-fn exhaustive() -> Option<usize> {
+/// The preemption bound of a model whose full-profile bound is `full` (`None`: every
+/// interleaving): `full`, at most 2 in the quick profile (mutation testing), and whatever
+/// `RUCCL_LOOM_BOUND` says when it is set (`none`, or a number: to measure a model at another
+/// bound while developing).
+fn bound(full: Option<usize>) -> Option<usize> {
     match std::env::var("RUCCL_LOOM_BOUND") {
         Ok(bound) => bound.parse().ok(),
-        Err(_) => quick().then_some(2),
+        Err(_) if quick() => Some(full.map_or(2, |full| full.min(2))),
+        Err(_) => full,
     }
+}
+
+/// Every interleaving (bound 2 in the quick profile).
+fn exhaustive() -> Option<usize> {
+    bound(None)
 }
 
 /// Print how many executions hit a schedule-dependent case.
@@ -211,11 +220,11 @@ fn abort_racing_the_ranks_2x2_every_interleaving() {
     });
 }
 
-/// Abort racing three ranks (4 threads), agreement, resources: bound 3.
+/// Abort racing three ranks (4 threads), agreement, resources: every interleaving.
 #[test]
-fn abort_racing_the_ranks_3x1_bounded() {
+fn abort_racing_the_ranks_3x1_every_interleaving() {
     let script = Script::all_reduce(3, 1, 4);
-    explore("abort racing W=3 G=1", Some(3), move || {
+    explore("abort racing W=3 G=1", exhaustive(), move || {
         scenario::abort_racing_the_ranks(script.clone(), &["racing"]);
     });
 }
@@ -233,15 +242,30 @@ fn first_abort_wins_every_interleaving() {
 
 /// A deadline racing the other rank's arrival, the publication and the delivery (both ranks
 /// wait with one): every rank gets its output or every rank the same `TimedOut`; resources.
-/// W = 2 × G = 2, every interleaving.
+/// W = 2 × G = 1, every interleaving.
 #[test]
-fn timeouts_racing_delivery_and_publication_2x2_every_interleaving() {
+fn timeouts_racing_delivery_and_publication_every_interleaving() {
+    let script = Script::all_reduce(2, 1, 3)
+        .timing_out(0, TIMEOUT)
+        .timing_out(1, TIMEOUT);
+    explore("timeouts on both ranks W=2 G=1", exhaustive(), move || {
+        scenario::timeouts(script.clone());
+    });
+}
+
+/// The same through two generations (a deadline of g + 1 racing g's delivery too): bound 3.
+#[test]
+fn timeouts_racing_delivery_and_publication_2x2_bounded() {
     let script = Script::all_reduce(2, 2, 3)
         .timing_out(0, TIMEOUT)
         .timing_out(1, TIMEOUT);
-    explore("timeouts on both ranks W=2 G=2", exhaustive(), move || {
-        scenario::timeouts(script.clone());
-    });
+    explore(
+        "timeouts on both ranks W=2 G=2",
+        bound(Some(3)),
+        move || {
+            scenario::timeouts(script.clone());
+        },
+    );
 }
 
 /// A deadline on one of three ranks (4 threads): agreement on `TimedOut` or outputs; resources.
@@ -304,7 +328,7 @@ fn a_rank_called_twice_at_once_every_interleaving() {
 /// Registry: concurrent lookups of one list share a communicator, another order does not.
 #[test]
 fn concurrent_lookups_every_interleaving() {
-    explore("registry lookups, 3 callers", None, || {
+    explore("registry lookups, 3 callers", exhaustive(), || {
         scenario::concurrent_lookups(3);
     });
 }
@@ -312,7 +336,7 @@ fn concurrent_lookups_every_interleaving() {
 /// Registry and abort: an aborted communicator is replaced, never handed out again.
 #[test]
 fn aborted_communicator_is_replaced_every_interleaving() {
-    explore("registry replacement", None, || {
+    explore("registry replacement", exhaustive(), || {
         scenario::aborted_communicator_is_replaced(false, 0);
     });
 }
@@ -335,7 +359,7 @@ fn aborted_communicator_is_replaced_and_works_every_interleaving() {
 #[test]
 fn success_3x3_bounded() {
     let script = Script::all_reduce(3, 3, 4);
-    explore("success W=3 G=3", Some(3), move || {
+    explore("success W=3 G=3", bound(Some(3)), move || {
         scenario::run_script(script.clone());
     });
 }
@@ -344,7 +368,7 @@ fn success_3x3_bounded() {
 #[test]
 fn success_4x2_bounded() {
     let script = Script::all_reduce(4, 2, 5);
-    explore("success W=4 G=2", Some(2), move || {
+    explore("success W=4 G=2", bound(Some(2)), move || {
         scenario::run_script(script.clone());
     });
 }

@@ -19,7 +19,7 @@ use shuttle::rand::{Rng, thread_rng};
 
 /// Iterations per model: thousands in the full profile.
 fn iterations() -> usize {
-    Profile::current().pick(10_000, 30)
+    Profile::current().pick(30_000, 30)
 }
 
 /// A number in `0..n`, from shuttle's random source.
@@ -43,6 +43,7 @@ fn random_faults(min_world: usize) {
     let plan = FaultPlan::random(RandomPlan {
         seed: thread_rng().r#gen(),
         world: script.world,
+        steps: script.max_steps(),
         generations: script.generations() as u64,
         faults: thread_rng().gen_range(0..=3),
     });
@@ -133,7 +134,7 @@ fn every_site_then_clean(world: usize, run: impl Fn(&str, Box<dyn Fn() + Send + 
 
 #[test]
 fn a_fault_at_every_site_then_clean_generations_random() {
-    let per_site = Profile::current().pick(300, 3);
+    let per_site = Profile::current().pick(1_000, 3);
     for world in worlds_for_every_site() {
         every_site_then_clean(world, |name, model| {
             random(name, per_site, model);
@@ -143,7 +144,7 @@ fn a_fault_at_every_site_then_clean_generations_random() {
 
 #[test]
 fn a_fault_at_every_site_then_clean_generations_pct() {
-    let per_site = Profile::current().pick(300, 3);
+    let per_site = Profile::current().pick(1_000, 3);
     for world in worlds_for_every_site() {
         every_site_then_clean(world, |name, model| {
             pct(name, per_site, 2, model);

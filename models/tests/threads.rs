@@ -40,6 +40,7 @@ fn eight_ranks_through_ten_thousand_mixed_generations_with_slips_and_faults_all_
     let plan = FaultPlan::random(RandomPlan {
         seed: 0x5EED_0004,
         world: 8,
+        steps: script.max_steps(),
         generations: generations as u64,
         faults: generations / 25,
     });
@@ -185,4 +186,21 @@ fn the_registry_shares_one_communicator_per_list_and_replaces_aborted_ones() {
         scenario::concurrent_lookups(2 + round % 5);
         scenario::aborted_communicator_is_replaced(round % 4 == 0, 2);
     }
+}
+
+/// Resources: the census the scenarios end with has teeth — an output leaked (never dropped) is
+/// reported as still alive.
+#[test]
+#[should_panic(expected = "property resources violated")]
+fn a_leaked_output_is_caught_by_the_census() {
+    use ruccl_core::{DeviceId, NativeCommunicator};
+    use ruccl_models::device::{ModelDevice, census_check, lean};
+    let device = lean();
+    let communicator = NativeCommunicator::new(vec![DeviceId::new(0)], device.clone()).unwrap();
+    let tensor = device.tensor(DeviceId::new(0), ruccl_core::ElementType::I64, vec![1, 2]);
+    let output = communicator
+        .all_reduce(0, tensor, ReduceOperation::Sum)
+        .unwrap();
+    std::mem::forget(output);
+    census_check(&device, "after a leak");
 }

@@ -4,7 +4,7 @@ use super::{Group, HarnessArc, Stopping, Task, check, concurrently, run_and_chec
 use crate::device::{census_check, faulty, held_schedule, lean};
 use crate::properties::{self, Observed, Stops};
 use crate::script::Script;
-use crate::witness::Witness;
+use crate::witness::{Flag, Witness};
 use ruccl_core::sync::{Condvar, Mutex};
 use ruccl_sim::FaultPlan;
 use ruccl_sim::FaultSpec;
@@ -153,16 +153,12 @@ pub fn abort_between_the_generations_in_flight() {
     );
     let (returned_opener, aborted_waiter) =
         (HarnessArc::clone(&returned), HarnessArc::clone(&aborted));
-    #[allow(
-        clippy::disallowed_types,
-        reason = "a witness flag, harness bookkeeping outside the checkers' view"
-    )]
-    let zero_left = HarnessArc::new(std::sync::atomic::AtomicBool::new(false));
+    let zero_left = HarnessArc::new(Flag::default());
     let zero_left_seen = HarnessArc::clone(&zero_left);
     let tasks: Vec<Task<Option<Vec<_>>>> = vec![
         Box::new(move || {
             let first = rank0.call(0, 0);
-            zero_left.store(true, std::sync::atomic::Ordering::SeqCst);
+            zero_left.raise();
             aborted_waiter.wait();
             Some(vec![first, rank0.call(0, 1)])
         }),
@@ -173,7 +169,7 @@ pub fn abort_between_the_generations_in_flight() {
         }),
         Box::new(move || {
             returned.wait();
-            ABORT_IN_FLIGHT.saw(!zero_left_seen.load(std::sync::atomic::Ordering::SeqCst));
+            ABORT_IN_FLIGHT.saw(!zero_left_seen.is_raised());
             aborter.communicator.abort(IN_FLIGHT);
             aborted.open();
             None

@@ -220,8 +220,7 @@ pub fn check<D: ModelDevice>(
     properties::refuses_rank_outside_world(world, &group.call(world, 0));
     let expected = script.all_expected();
     properties::reuse(observed, &expected);
-    for generation in 0..generations {
-        let own = &expected[generation];
+    for (generation, own) in expected.iter().enumerate() {
         properties::agreement(generation, &observed.generation(generation), own);
     }
     let stops = Stops {

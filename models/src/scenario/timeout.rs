@@ -12,7 +12,7 @@ use super::{Group, HarnessArc, Stopping, Task, check, concurrently, run_and_chec
 use crate::device::{held_schedule, lean};
 use crate::properties::{self, Observed};
 use crate::script::Script;
-use crate::witness::Witness;
+use crate::witness::{Flag, Witness};
 use ruccl_core::sync::thread;
 use ruccl_sim::FaultPlan;
 use std::time::Duration;
@@ -50,23 +50,19 @@ pub static TIMEOUT_IN_FLIGHT: Witness = Witness::new();
 pub fn timeout_in_the_next_generation() {
     let script = Script::all_reduce(2, 2, 3).edit(1, 1, |call| call.timeout = Some(TIMEOUT));
     let group = Group::new(lean(), script, FaultPlan::none());
-    #[allow(
-        clippy::disallowed_types,
-        reason = "a witness flag, harness bookkeeping outside the checkers' view"
-    )]
-    let zero_left = HarnessArc::new(std::sync::atomic::AtomicBool::new(false));
+    let zero_left = HarnessArc::new(Flag::default());
     let zero_left_seen = HarnessArc::clone(&zero_left);
     let (rank0, rank1) = (HarnessArc::clone(&group), HarnessArc::clone(&group));
     let tasks: Vec<Task<Vec<_>>> = vec![
         Box::new(move || {
             let first = rank0.call(0, 0);
-            zero_left.store(true, std::sync::atomic::Ordering::SeqCst);
+            zero_left.raise();
             vec![first, rank0.call(0, 1)]
         }),
         Box::new(move || {
             let first = rank1.call(1, 0);
             let second = rank1.call(1, 1);
-            let left = zero_left_seen.load(std::sync::atomic::Ordering::SeqCst);
+            let left = zero_left_seen.is_raised();
             TIMEOUT_IN_FLIGHT.saw(second.is_err() && !left);
             vec![first, second]
         }),
