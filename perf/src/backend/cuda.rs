@@ -2,10 +2,15 @@
 //! mapped to ranks by `--map`, `--ranks-per-gpu` or `-g`. Without a CUDA driver or GPU it prints
 //! a `SKIP:` line and runs nothing (exit 0), unless `--require-gpu` is given.
 
-use super::{Devices, Ran};
+use super::{Devices, Ran, using_device};
 use crate::cli::{BackendArgs, CliError};
+use crate::sweep::Places;
 use ruccl_core::DeviceId;
 use ruccl_cuda::{CudaCollective, CudaConfig, DeviceMap, probe};
+
+/// Host copies of a rank's larger buffer a measurement holds at once on the CUDA backend: the
+/// pattern it uploads from and the check's download.
+const CUDA_HOST_COPIES: u64 = 2;
 
 /// The map for `gpus` GPUs when none is given: `world` ranks round-robin over them (`-g`), or
 /// `ranks_per_gpu` on each, or by default 4 logical ranks on a lone GPU and one rank per GPU on
@@ -40,10 +45,13 @@ pub fn ranked(map: &DeviceMap) -> Result<DeviceMap, String> {
 }
 
 /// The executor `args` asks for, or why there is none here (`SKIP: ...`: no GPU).
+///
+/// Both placements use one executor for now: the CUDA executor's in-place switch is not on this
+/// line yet, so the out-of-place and in-place groups run the same code path on a GPU.
 pub(super) fn build(
     args: &BackendArgs,
     world: Option<u32>,
-) -> Result<Ran<(CudaCollective, Devices)>, CliError> {
+) -> Result<Ran<(Places<CudaCollective>, Devices)>, CliError> {
     let map = match &args.map {
         Some(text) => {
             let map: DeviceMap = text
@@ -76,22 +84,33 @@ pub(super) fn build(
         .map_err(|error| CliError::Backend(error.to_string()))?;
     let mut title = vec![
         format!(
-            "ruccl-cuda all-reduce: {world} ranks, map {map}; driver CUDA {} ({})",
+            "ruccl-cuda: {world} ranks, map {map}; driver CUDA {} ({})",
             driver.version_string(),
             driver.library
         ),
-        "time = wall clock per all-reduce (device work included); traffic: - (no ledger on a \
-         GPU); model = the link model's time for the ring schedule"
+        "time = wall clock per collective (device work included); traffic: - (no ledger on a \
+         GPU); model = the link model's time for the plan"
             .to_owned(),
     ];
     title.extend(device.topology().to_string().lines().map(str::to_owned));
+    let using_devices = map
+        .iter()
+        .enumerate()
+        .map(|(rank, (_, gpu))| using_device(rank, gpu, 0, "CUDA GPU (ruccl-cuda)"))
+        .collect();
     let devices = Devices {
         world,
         description: format!("ruccl-cuda ({world} ranks, map {map})"),
         title,
+        using_devices,
         ledger: None,
+        host_copies: CUDA_HOST_COPIES,
     };
-    Ok(Ran::Ran((device, devices)))
+    let places = Places {
+        out_of_place: device.clone(),
+        in_place: device,
+    };
+    Ok(Ran::Ran((places, devices)))
 }
 
 #[cfg(test)]
