@@ -113,7 +113,7 @@ pub fn estimate(
     copies: u64,
     extra_per_rank: u64,
 ) -> u64 {
-    let larger = counts.send.max(counts.recv) as u64 * element_size as u64;
+    let larger = (counts.send.max(counts.recv) as u64).saturating_mul(element_size as u64);
     let world = world as u64;
     larger
         .saturating_mul(copies)

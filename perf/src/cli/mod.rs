@@ -135,33 +135,44 @@ pub fn main() -> ExitCode {
     });
     let progress = std::io::stderr().is_terminal();
     let mut stdout = std::io::stdout();
-    let code = match execute_with(command, &mut stdout, progress, &stop) {
-        Ok(Verdict::Passed) => 0,
+    let result = execute_with(command, &mut stdout, progress, &stop);
+    ExitCode::from(exit_status(&result, &mut std::io::stderr()))
+}
+
+/// The exit status of a command that ended with `result` ([`EXIT_CODES`]), writing the last
+/// line saying why to `stderr` (nothing for a success or a closed output).
+pub fn exit_status(result: &Result<Verdict, CliError>, stderr: &mut dyn Write) -> u8 {
+    // A failing stderr has nowhere left to say anything.
+    let code = match result {
+        Ok(Verdict::Passed) | Ok(Verdict::Stopped(StopReason::OutputClosed)) => 0,
         Ok(Verdict::Wrong(reason)) => {
-            eprintln!("ruccl-perf: wrong results: {reason}");
+            let _ = writeln!(stderr, "ruccl-perf: wrong results: {reason}");
             1
         }
-        Ok(Verdict::Stopped(StopReason::OutputClosed)) => 0,
         Ok(Verdict::Stopped(StopReason::Interrupted)) => {
-            eprintln!("ruccl-perf: interrupted");
+            let _ = writeln!(stderr, "ruccl-perf: interrupted");
             130
         }
         Err(error) => {
-            eprintln!("ruccl-perf: {error}");
+            let _ = writeln!(stderr, "ruccl-perf: {error}");
             error.exit_code()
         }
     };
     if unexpected_panic() {
-        eprintln!("ruccl-perf: a panic no --fault injected happened (see above): a bug");
-        return ExitCode::from(101);
+        let _ = writeln!(
+            stderr,
+            "ruccl-perf: a panic no --fault injected happened (see above): a bug"
+        );
+        return 101;
     }
-    ExitCode::from(code)
+    code
 }
 
 /// Keep the panics a fault plan injects (`injected panic in ...`) off stderr — the rows report
 /// them, as the error every rank received — and note any other panic, which is reported as usual
-/// and makes the exit status 101.
-fn watch_panics() {
+/// and makes the exit status 101 ([`unexpected_panic`]). `main` installs it; it replaces the
+/// process's panic hook.
+pub fn watch_panics() {
     let report = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
         let payload = info.payload();

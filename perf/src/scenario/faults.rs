@@ -214,8 +214,8 @@ mod tests {
             "prepare:rank=3:gen=0:error",
             "exchange:panic",
             "outputs:count=8",
-            "outputs:count=0:gen=1,drop:what=output:gen=1",
-            "drop:what=prepared:rank=1,finish:gen=2:error",
+            "outputs:count=1:gen=1,drop:what=output:gen=1",
+            "drop:what=prepared:rank=1:gen=0,finish:gen=2:error",
             "prepare:rank=0:gen=1:error,prepare:rank=1:gen=1:panic",
         ] {
             assert_eq!(check_faults(&plan(text), RUN), Ok(()), "{text}");

@@ -188,6 +188,9 @@ pub struct Summary {
     pub elapsed: Duration,
     /// Why the scenario stopped early, if it did.
     pub stopped: Option<StopReason>,
+    /// The most generations the collector held at once (bounded by the ranks' spread, at most
+    /// [`WINDOW`] and one more).
+    pub peak_pending: usize,
 }
 
 impl Summary {
@@ -251,6 +254,7 @@ struct Collector {
     world: usize,
     pending: Mutex<BTreeMap<u64, Partial>>,
     drained: Condvar,
+    peak: std::sync::atomic::AtomicUsize,
 }
 
 impl Collector {
@@ -277,6 +281,12 @@ impl Collector {
             prints: Vec::new(),
         });
         partial.deposits += 1;
+        let held = pending.len();
+        self.peak
+            .fetch_max(held, std::sync::atomic::Ordering::Relaxed);
+        let Some(partial) = pending.get_mut(&generation) else {
+            return;
+        };
         let row = &mut partial.row;
         row.time_us = row.time_us.max(seen.time.as_secs_f64() * 1e6);
         if seen.algorithm.is_some() {
@@ -336,6 +346,7 @@ pub fn run_scenario<D: HostTensors>(
         world: config.world,
         pending: Mutex::new(BTreeMap::new()),
         drained: Condvar::new(),
+        peak: std::sync::atomic::AtomicUsize::new(0),
     };
     let (sender, receiver) = sync_channel(CHANNEL_ROWS);
     let started = Instant::now();
@@ -373,6 +384,7 @@ pub fn run_scenario<D: HostTensors>(
     });
     joined?;
     summary.stopped = stop.requested();
+    summary.peak_pending = collector.peak.into_inner();
     Ok(summary)
 }
 

@@ -265,7 +265,7 @@ mod tests {
 
     #[test]
     fn percent_g_keeps_six_significant_digits() {
-        assert_eq!(general(1.327975), "1.32798");
+        assert_eq!(general(1.327976), "1.32798");
         assert_eq!(general(12.5), "12.5");
         assert_eq!(general(0.0), "0");
         assert_eq!(general(0.000123456), "0.000123456");
