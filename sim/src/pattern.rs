@@ -443,4 +443,65 @@ mod tests {
             HostValues::I64(vec![-1, 0, 1, 2])
         );
     }
+
+    #[test]
+    fn every_collective_is_checked_against_its_own_layout() {
+        use super::{Check, collective_input, fingerprint};
+        use ruccl_core::Collective;
+        let world = 3;
+        let integers = |values: &HostValues| -> Vec<i64> {
+            (0..values.len())
+                .map(|index| values.get_f64(index).unwrap_or(f64::NAN) as i64)
+                .collect()
+        };
+        let inputs = |collective, length, seed| -> Vec<Vec<i64>> {
+            (0..world)
+                .map(|rank| {
+                    integers(&collective_input(
+                        ElementType::I64,
+                        collective,
+                        rank,
+                        length,
+                        seed,
+                    ))
+                })
+                .collect()
+        };
+        let seed = 5;
+        // Reduce-scatter: rank 1 holds block 1 of the sum.
+        let scatter = Collective::ReduceScatter(ReduceOperation::Sum);
+        let all = inputs(scatter, 12, seed);
+        let block: Vec<i64> = (4..8).map(|i| all.iter().map(|v| v[i]).sum()).collect();
+        let check = Check::new(ElementType::I64, scatter, world, seed);
+        assert_eq!(check.count_wrong(1, 12, &HostValues::I64(block.clone())), 0);
+        assert_eq!(check.count_wrong(2, 12, &HostValues::I64(block)), 4);
+        // All-gather: block b holds rank b's input.
+        let gather = inputs(Collective::AllGather, 5, seed);
+        let mut gathered: Vec<i64> = gather.concat();
+        let check = Check::new(ElementType::I64, Collective::AllGather, world, seed);
+        assert_eq!(
+            check.count_wrong(0, 5, &HostValues::I64(gathered.clone())),
+            0
+        );
+        gathered[7] += 1;
+        assert_eq!(check.count_wrong(0, 5, &HostValues::I64(gathered)), 1);
+        // Broadcast: the root's input, not another rank's.
+        let broadcast = Collective::Broadcast { root: 2 };
+        let sent = inputs(broadcast, 70, seed);
+        let check = Check::new(ElementType::I64, broadcast, world, seed);
+        assert_eq!(
+            check.count_wrong(0, 70, &HostValues::I64(sent[2].clone())),
+            0
+        );
+        assert!(check.count_wrong(0, 70, &HostValues::I64(sent[1].clone())) > 60);
+        // Bits, not values: -0.0 and +0.0 print differently.
+        assert_ne!(
+            fingerprint(&HostValues::F32(vec![0.0, 1.0])),
+            fingerprint(&HostValues::F32(vec![-0.0, 1.0]))
+        );
+        assert_eq!(
+            fingerprint(&HostValues::F32(vec![0.5; 9])),
+            fingerprint(&HostValues::F32(vec![0.5; 9]))
+        );
+    }
 }

@@ -16,4 +16,4 @@ mod runner;
 pub mod table;
 
 pub use faults::check_faults;
-pub use runner::{GenerationRow, ScenarioConfig, ScenarioError, Summary, run_scenario};
+pub use runner::{GenerationRow, ScenarioConfig, ScenarioError, Summary, WINDOW, run_scenario};
