@@ -44,10 +44,15 @@ pub fn ranked(map: &DeviceMap) -> Result<DeviceMap, String> {
     .map_err(|error| error.to_string())
 }
 
-/// The executor `args` asks for, or why there is none here (`SKIP: ...`: no GPU).
-///
-/// Both placements use one executor for now: the CUDA executor's in-place switch is not on this
-/// line yet, so the out-of-place and in-place groups run the same code path on a GPU.
+/// Bytes per copy of the device-to-device copy-bandwidth baseline.
+const BASELINE_BYTES: usize = 256 << 20;
+/// Timed copies of the baseline.
+const BASELINE_COPIES: u32 = 20;
+
+/// The executor `args` asks for, twice — out of place (every generation copies its inputs into
+/// working buffers of their own) and in place (the executor works in the inputs' allocations) —
+/// or why there is none here (`SKIP: ...`: no GPU). The title carries each GPU's own
+/// device-to-device copy bandwidth, measured now: the baseline to read `busbw` against.
 pub(super) fn build(
     args: &BackendArgs,
     world: Option<u32>,
@@ -80,8 +85,12 @@ pub(super) fn build(
         .map_err(CliError::Usage)?,
     };
     let world = map.len();
-    let device = CudaCollective::with_config(map.clone(), CudaConfig::from_env())
-        .map_err(|error| CliError::Backend(error.to_string()))?;
+    let executor = |in_place: bool| {
+        CudaCollective::with_config(map.clone(), CudaConfig::from_env().with_in_place(in_place))
+            .map_err(|error| CliError::Backend(error.to_string()))
+    };
+    let device = executor(true)?;
+    let out_of_place = executor(false)?;
     let mut title = vec![
         format!(
             "ruccl-cuda: {world} ranks, map {map}; driver CUDA {} ({})",
@@ -93,6 +102,19 @@ pub(super) fn build(
             .to_owned(),
     ];
     title.extend(device.topology().to_string().lines().map(str::to_owned));
+    for gpu in map.ordinals() {
+        title.push(
+            match device.copy_bandwidth(gpu, BASELINE_BYTES, BASELINE_COPIES) {
+                Ok(copy) => format!(
+                    "device-to-device copy on GPU {gpu} (the baseline for busbw): {:.1} GB/s ({} B x {})",
+                    copy.gb_per_second(),
+                    copy.bytes,
+                    copy.iterations
+                ),
+                Err(error) => format!("device-to-device copy on GPU {gpu}: not measured: {error}"),
+            },
+        );
+    }
     let using_devices = map
         .iter()
         .enumerate()
@@ -107,7 +129,7 @@ pub(super) fn build(
         host_copies: CUDA_HOST_COPIES,
     };
     let places = Places {
-        out_of_place: device.clone(),
+        out_of_place,
         in_place: device,
     };
     Ok(Ran::Ran((places, devices)))

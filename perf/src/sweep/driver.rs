@@ -342,13 +342,23 @@ impl<D: HostTensors> Shared<'_, D> {
         })
     }
 
+    fn device(&self, place: Place) -> &D {
+        match place {
+            Place::OutOfPlace => &self.places.out_of_place,
+            Place::InPlace => &self.places.in_place,
+        }
+    }
+
+    /// Upload `values` as `rank`'s tensor on the device of `place` (a device works in place only
+    /// on tensors of its own).
     fn upload(
         &self,
         rank: usize,
         setup: &Setup,
+        place: Place,
         values: &HostValues,
     ) -> Result<D::Tensor, SweepError> {
-        let device = &self.places.in_place;
+        let device = self.device(place);
         call("upload", || device.upload(self.devices[rank], values))
             .map_err(Self::host_error(rank, setup))
     }
@@ -407,14 +417,14 @@ impl<D: HostTensors> Shared<'_, D> {
             TIMED_SEED,
         );
         if setup.counts.recv == setup.counts.send {
-            let mut tensor = self.upload(rank, setup, &values)?;
+            let mut tensor = self.upload(rank, setup, place, &values)?;
             for _ in 0..config.warmup {
                 tensor = self.collective(rank, config, setup, place, tensor, generation)?;
             }
             self.release(rank, setup, tensor)
         } else {
             for _ in 0..config.warmup {
-                let tensor = self.upload(rank, setup, &values)?;
+                let tensor = self.upload(rank, setup, place, &values)?;
                 let output = self.collective(rank, config, setup, place, tensor, generation)?;
                 self.release(rank, setup, output)?;
             }
@@ -440,7 +450,7 @@ impl<D: HostTensors> Shared<'_, D> {
             TIMED_SEED,
         );
         // nccl-tests' sync: one untimed collective.
-        let tensor = self.upload(rank, setup, &values)?;
+        let tensor = self.upload(rank, setup, place, &values)?;
         let output = self.collective(rank, config, setup, place, tensor, generation)?;
         let elapsed = if setup.counts.recv == setup.counts.send {
             drop(values);
@@ -461,7 +471,7 @@ impl<D: HostTensors> Shared<'_, D> {
             while remaining > 0 {
                 let count = batch.min(remaining);
                 let inputs = (0..count)
-                    .map(|_| self.upload(rank, setup, &values))
+                    .map(|_| self.upload(rank, setup, place, &values))
                     .collect::<Result<Vec<_>, _>>()?;
                 self.gate(rank, setup)?;
                 let start = Instant::now();
@@ -508,10 +518,10 @@ impl<D: HostTensors> Shared<'_, D> {
                 setup.counts.send,
                 seed,
             );
-            let tensor = self.upload(rank, setup, &values)?;
+            let tensor = self.upload(rank, setup, place, &values)?;
             drop(values);
             let output = self.collective(rank, config, setup, place, tensor, generation)?;
-            let device = &self.places.in_place;
+            let device = self.device(place);
             let downloaded = call("download", || device.download(&output))
                 .map_err(Self::host_error(rank, setup))?;
             self.release(rank, setup, output)?;
