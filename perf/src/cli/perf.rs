@@ -347,7 +347,7 @@ pub(crate) fn sweeps(
     };
     #[cfg(feature = "nccl")]
     if args.baseline.nccl && verdict == Verdict::Passed {
-        return baseline(args, &_configs, out);
+        return baseline(&_configs, out);
     }
     Ok(verdict)
 }
@@ -355,11 +355,7 @@ pub(crate) fn sweeps(
 /// The NCCL baseline: the same all-reduce sweeps through NCCL, one rank per GPU, as tables.
 /// NCCL's `avg` may round differently from the reference: its `#wrong` is shown, not counted.
 #[cfg(feature = "nccl")]
-fn baseline(
-    args: &PerfArgs,
-    configs: &[SweepConfig],
-    out: &mut (dyn Write + Send),
-) -> Result<Verdict, CliError> {
+fn baseline(configs: &[SweepConfig], out: &mut (dyn Write + Send)) -> Result<Verdict, CliError> {
     use crate::nccl::NcclBaseline;
     let print = |out: &mut (dyn Write + Send), text: &str| {
         out.write_all(text.as_bytes())
@@ -403,7 +399,6 @@ fn baseline(
         }
     }
     print(out, &table::footer(&totals))?;
-    let _ = args;
     Ok(if counted == 0 {
         Verdict::Passed
     } else {

@@ -39,11 +39,8 @@ pub fn check_faults(plan: &FaultPlan, run: FaultRun) -> Result<(), String> {
     }
     let mut fired = vec![false; specs.len()];
     for generation in representatives(specs, run.generations) {
-        for (index, spec) in specs.iter().enumerate() {
-            if fires_first(plan, index, generation, run) {
-                fired[index] = true;
-            }
-            let _ = spec;
+        for (index, fired) in fired.iter_mut().enumerate() {
+            *fired |= fires_first(plan, index, generation, run);
         }
     }
     match fired.iter().position(|fired| !fired) {
