@@ -45,6 +45,9 @@ pub enum NcclBaselineError {
         /// The number of GPUs given.
         gpus: usize,
     },
+    /// NCCL has no data type for this element type.
+    #[error("NCCL has no data type for {0}")]
+    UnsupportedType(ElementType),
     /// An NCCL call failed.
     #[error("NCCL call {call} failed: {code:?}")]
     Nccl {
@@ -196,6 +199,7 @@ impl NcclBaseline {
         count: usize,
     ) -> Result<(), NcclBaselineError> {
         result::group_start().map_err(nccl("ncclGroupStart"))?;
+        let nccl_type = data_type(element_type)?;
         let mut queued = Ok(());
         for ((comm, send), receive) in self.comms.iter().zip(sends).zip(receives) {
             let source = send.device_address() as *mut std::ffi::c_void;
@@ -210,7 +214,7 @@ impl NcclBaseline {
                     source,
                     target,
                     count,
-                    data_type(element_type),
+                    nccl_type,
                     reduce_op(operation),
                     *comm,
                     stream.cu_stream() as sys::cudaStream_t,
@@ -251,15 +255,20 @@ impl Drop for NcclBaseline {
     }
 }
 
-fn data_type(element_type: ElementType) -> sys::ncclDataType_t {
-    match element_type {
+fn data_type(element_type: ElementType) -> Result<sys::ncclDataType_t, NcclBaselineError> {
+    Ok(match element_type {
         ElementType::F32 => sys::ncclDataType_t::ncclFloat32,
         ElementType::F64 => sys::ncclDataType_t::ncclFloat64,
         ElementType::F16 => sys::ncclDataType_t::ncclFloat16,
         ElementType::BF16 => sys::ncclDataType_t::ncclBfloat16,
         ElementType::I32 => sys::ncclDataType_t::ncclInt32,
         ElementType::I64 => sys::ncclDataType_t::ncclInt64,
-    }
+        ElementType::I8 => sys::ncclDataType_t::ncclInt8,
+        ElementType::U8 => sys::ncclDataType_t::ncclUint8,
+        ElementType::U32 => sys::ncclDataType_t::ncclUint32,
+        ElementType::U64 => sys::ncclDataType_t::ncclUint64,
+        other => return Err(NcclBaselineError::UnsupportedType(other)),
+    })
 }
 
 fn reduce_op(operation: ReduceOperation) -> sys::ncclRedOp_t {
@@ -291,8 +300,12 @@ mod tests {
     #[test]
     fn every_operation_and_type_maps_to_its_nccl_counterpart() {
         assert_eq!(
-            data_type(ElementType::BF16),
+            data_type(ElementType::BF16).unwrap(),
             sys::ncclDataType_t::ncclBfloat16
+        );
+        assert_eq!(
+            data_type(ElementType::U64).unwrap(),
+            sys::ncclDataType_t::ncclUint64
         );
         assert_eq!(reduce_op(ReduceOperation::Mean), sys::ncclRedOp_t::ncclAvg);
     }

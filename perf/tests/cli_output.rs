@@ -6,13 +6,18 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests assert by unwrapping
 
 use clap::Parser;
-use ruccl_perf::cli::{Cli, CliError, Verdict, execute, execute_with};
+use ruccl_core::DeviceId;
+use ruccl_perf::backend::Devices;
+use ruccl_perf::cli::{Cli, CliError, Command, Verdict, execute, execute_with, sweeps_on};
+use ruccl_perf::collectives::ALL_REDUCE;
 use ruccl_perf::stop::{Stop, StopReason};
+use ruccl_perf::sweep::Places;
+use ruccl_sim::{FaultPlan, FaultyDevice, SimDevice};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 
-fn command(args: &[&str]) -> ruccl_perf::cli::Command {
+fn command(args: &[&str]) -> Command {
     let argv = std::iter::once("ruccl-perf").chain(args.iter().copied());
     Cli::try_parse_from(argv).unwrap().into_command()
 }
@@ -493,31 +498,48 @@ fn a_sweep_trace_covers_every_generation() {
 }
 
 #[test]
-fn a_failed_run_still_writes_its_json_document_and_trace() {
-    // A zero timeout: sixteen ranks on a few cores never all arrive before the first gives up,
-    // and it aborts the communicator.
+fn a_failed_run_still_writes_its_json_document_and_trace_and_says_it_failed() {
+    // A device whose sixth exchange fails, on both placements: the sweep stops there.
     let path = temporary("failed");
+    let args = match command(&[
+        "-b",
+        "8",
+        "-e",
+        "64",
+        "-g",
+        "3",
+        "-n",
+        "2",
+        "-w",
+        "0",
+        "--json",
+        "--trace",
+        path.to_str().unwrap(),
+    ]) {
+        Command::AllReducePerf(args) => args,
+        other => panic!("{other:?}"),
+    };
+    let ranks: Vec<DeviceId> = (0..3).map(DeviceId::new).collect();
+    let plan: FaultPlan = "exchange:gen=5:error".parse().unwrap();
+    let faulty = |in_place| {
+        let device = SimDevice::builder().in_place(in_place).build();
+        FaultyDevice::new(device, ranks.clone(), plan.clone())
+    };
+    let places = Places {
+        out_of_place: faulty(false),
+        in_place: faulty(true),
+    };
+    let devices = Devices {
+        world: 3,
+        description: "faulty simulated devices".to_owned(),
+        title: Vec::new(),
+        using_devices: Vec::new(),
+        ledger: None,
+        host_copies: 5,
+    };
     let mut out = Vec::new();
-    let failure = execute(
-        command(&[
-            "-b",
-            "8",
-            "-e",
-            "8",
-            "-g",
-            "16",
-            "-n",
-            "50",
-            "-T",
-            "0",
-            "--json",
-            "--trace",
-            path.to_str().unwrap(),
-        ]),
-        &mut out,
-        false,
-    )
-    .unwrap_err();
+    let stop = Stop::new();
+    let failure = sweeps_on(&ALL_REDUCE, &args, &places, &devices, &mut out, &stop).unwrap_err();
     assert!(matches!(failure, CliError::Sweep(_)), "{failure:?}");
     assert_eq!(failure.exit_code(), 1);
     assert!(
@@ -526,13 +548,9 @@ fn a_failed_run_still_writes_its_json_document_and_trace() {
     );
     let document: Value = serde_json::from_slice(&out).unwrap();
     assert_eq!(document["outcome"]["status"], "failed");
-    assert!(
-        document["outcome"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("timed out")
-    );
-    let (_, outcome) = trace_events(&path, 16);
+    let message = document["outcome"]["message"].as_str().unwrap();
+    assert!(message.contains("injected error in exchange"), "{message}");
+    let (_, outcome) = trace_events(&path, 3);
     assert_eq!(outcome["status"], "failed");
 }
 

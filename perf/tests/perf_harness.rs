@@ -66,6 +66,11 @@ fn damaged(values: HostValues, damage: Damage) -> HostValues {
         }
         (HostValues::I32(v), _) => HostValues::I32(first(v, |x| x + 1)),
         (HostValues::I64(v), _) => HostValues::I64(first(v, |x| x + 1)),
+        (HostValues::I8(v), _) => HostValues::I8(first(v, |x| x.wrapping_add(1))),
+        (HostValues::U8(v), _) => HostValues::U8(first(v, |x| x.wrapping_add(1))),
+        (HostValues::U32(v), _) => HostValues::U32(first(v, |x| x.wrapping_add(1))),
+        (HostValues::U64(v), _) => HostValues::U64(first(v, |x| x.wrapping_add(1))),
+        (other, _) => other,
     }
 }
 
@@ -156,15 +161,18 @@ fn a_correct_device_has_no_wrong_values_in_any_collective_type_or_operation() {
 }
 
 #[test]
-fn a_broken_device_has_wrong_elements_in_every_collective_and_placement() {
-    for collective in collectives::ALL {
+fn a_broken_device_has_wrong_elements_in_every_collective_type_and_placement() {
+    let kinds = collectives::ALL
+        .into_iter()
+        .flat_map(|collective| ElementType::ALL.into_iter().map(move |ty| (collective, ty)));
+    for (collective, element_type) in kinds {
         let places = Places {
             out_of_place: broken(1, Damage::Bump, false),
             in_place: broken(1, Damage::Bump, true),
         };
         let config = SweepConfig {
             root: 1,
-            ..small(collective, ElementType::F32)
+            ..small(collective, element_type)
         };
         for row in measure(&places, std::slice::from_ref(&config)) {
             // One corrupted element; for an all-reduce, rank 1's bits also differ from rank 0's.
@@ -439,9 +447,19 @@ fn fault_checks_agree_with_what_the_decorator_fires() {
     for seed in 0..60 {
         let world = 2 + (seed as usize % 3);
         let generations = 4;
+        let config = ScenarioConfig {
+            algorithm: ruccl_core::Algorithm::Ring,
+            timeout: std::time::Duration::from_secs(20),
+            ..scenario(world, generations)
+        };
+        let steps = Plan::new(config.collective, config.algorithm, world, config.length)
+            .unwrap()
+            .steps()
+            .len();
         let plan = FaultPlan::random(RandomPlan {
             seed,
             world,
+            steps,
             generations,
             faults: 3,
         });
@@ -457,15 +475,6 @@ fn fault_checks_agree_with_what_the_decorator_fires() {
                 spec
             })
             .fold(FaultPlan::none(), FaultPlan::with);
-        let config = ScenarioConfig {
-            algorithm: ruccl_core::Algorithm::Ring,
-            timeout: std::time::Duration::from_secs(20),
-            ..scenario(world, generations)
-        };
-        let steps = Plan::new(config.collective, config.algorithm, world, config.length)
-            .unwrap()
-            .steps()
-            .len();
         let run = FaultRun {
             world,
             generations,

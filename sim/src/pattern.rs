@@ -20,7 +20,7 @@
 //! [conformance reference](crate::conformance::reference) specialised to these inputs: exact
 //! where that one allows rounding (these results have none), and one period long.
 
-use crate::conformance::reference::{epsilon, reduce_integers};
+use crate::conformance::reference::{epsilon, reduce_integer_column, reduce_integers};
 use crate::host::{ElementType, HostValues};
 use half::{bf16, f16};
 use ruccl_core::{Collective, ReduceOperation};
@@ -93,6 +93,12 @@ pub fn input(
         }
         ElementType::I32 => HostValues::I32(repeated.map(|value| value as i32).collect()),
         ElementType::I64 => HostValues::I64(repeated.collect()),
+        ElementType::I8 => HostValues::I8(repeated.map(|value| value as i8).collect()),
+        ElementType::U8 => HostValues::U8(repeated.map(|value| value as u8).collect()),
+        ElementType::U32 => HostValues::U32(repeated.map(|value| value as u32).collect()),
+        ElementType::U64 => HostValues::U64(repeated.map(|value| value as u64).collect()),
+        // A type this crate does not know: f64 values, which the check counts as all wrong.
+        _ => HostValues::F64(repeated.map(|value| value as f64).collect()),
     }
 }
 
@@ -165,8 +171,29 @@ fn reference_value(
         ElementType::F64 => exact,
         ElementType::F16 => f64::from(f16::from_f64(exact)),
         ElementType::BF16 => f64::from(bf16::from_f64(exact)),
-        ElementType::I32 | ElementType::I64 => exact.trunc(),
+        // Integers wrap in their own type (the unsigned ones hold the negative inputs modulo
+        // 2^bits), so their reference is the typed reduction of the wrapped inputs.
+        integer if integer.is_integer() => {
+            let column: Vec<i128> = (0..world)
+                .map(|rank| i128::from(input_integer(operation, rank, index)))
+                .collect();
+            let reduced = reduce_integer_column(&column, operation, integer);
+            if integer == ElementType::U64 {
+                // Compared as the same bits read as i64 (see `widen_u64`): exact in an f64.
+                reduced as u64 as i64 as f64
+            } else {
+                reduced as f64
+            }
+        }
+        _ => exact,
     }
+}
+
+/// A u64 element as the check compares it: its bits read as an i64, so the pattern's values
+/// (small, or small negatives held modulo 2^64) stay exact in an f64, where values near 2^64
+/// would be 4096 apart.
+fn widen_u64(value: u64) -> f64 {
+    value as i64 as f64
 }
 
 /// The period of the pattern a copying collective (all-gather, broadcast) moves, in elements.
@@ -207,6 +234,12 @@ fn cycled(element_type: ElementType, integers: &[i64], offset: usize, length: us
         }
         ElementType::I32 => HostValues::I32(repeated.map(|value| value as i32).collect()),
         ElementType::I64 => HostValues::I64(repeated.collect()),
+        ElementType::I8 => HostValues::I8(repeated.map(|value| value as i8).collect()),
+        ElementType::U8 => HostValues::U8(repeated.map(|value| value as u8).collect()),
+        ElementType::U32 => HostValues::U32(repeated.map(|value| value as u32).collect()),
+        ElementType::U64 => HostValues::U64(repeated.map(|value| value as u64).collect()),
+        // A type this crate does not know: f64 values, which the check counts as all wrong.
+        _ => HostValues::F64(repeated.map(|value| value as f64).collect()),
     }
 }
 
@@ -225,14 +258,19 @@ pub fn collective_input(
     cycled(element_type, &one_period, seed, length)
 }
 
-/// The integer `value` as `element_type` holds it, widened back (exact for the pattern's values).
+/// The integer `value` as `element_type` holds it, widened back (exact for the pattern's values;
+/// an unsigned type holds a negative one modulo 2^bits).
 fn stored(element_type: ElementType, value: i64) -> f64 {
     match element_type {
         ElementType::F32 => f64::from(value as f32),
         ElementType::F16 => f64::from(f16::from_f64(value as f64)),
         ElementType::BF16 => f64::from(bf16::from_f64(value as f64)),
         ElementType::I32 => f64::from(value as i32),
-        ElementType::F64 | ElementType::I64 => value as f64,
+        ElementType::I8 => f64::from(value as i8),
+        ElementType::U8 => f64::from(value as u8),
+        ElementType::U32 => f64::from(value as u32),
+        ElementType::U64 => widen_u64(value as u64),
+        _ => value as f64,
     }
 }
 
@@ -358,6 +396,10 @@ fn count_against(
         HostValues::BF16(v) => count(&v[range], |&x| f64::from(x), period, offset, tolerances),
         HostValues::I32(v) => count(&v[range], |&x| f64::from(x), period, offset, tolerances),
         HostValues::I64(v) => count(&v[range], |&x| x as f64, period, offset, tolerances),
+        HostValues::I8(v) => count(&v[range], |&x| f64::from(x), period, offset, tolerances),
+        HostValues::U8(v) => count(&v[range], |&x| f64::from(x), period, offset, tolerances),
+        HostValues::U32(v) => count(&v[range], |&x| f64::from(x), period, offset, tolerances),
+        HostValues::U64(v) => count(&v[range], |&x| widen_u64(x), period, offset, tolerances),
     }
 }
 
@@ -380,6 +422,10 @@ pub fn fingerprint(values: &HostValues) -> u64 {
         HostValues::BF16(v) => mix(v, |x| u64::from(x.to_bits()), 4),
         HostValues::I32(v) => mix(v, |&x| u64::from(x as u32), 5),
         HostValues::I64(v) => mix(v, |&x| x as u64, 6),
+        HostValues::I8(v) => mix(v, |&x| u64::from(x as u8), 7),
+        HostValues::U8(v) => mix(v, |&x| u64::from(x), 8),
+        HostValues::U32(v) => mix(v, |&x| u64::from(x), 9),
+        HostValues::U64(v) => mix(v, |&x| x, 10),
     }
 }
 

@@ -23,7 +23,7 @@ pub use args::{
     BackendArgs, BaselineArgs, Cli, Command, EXIT_CODES, Listed, OutputArgs, PerfArgs, Roots,
     RunArgs, Selection,
 };
-pub use perf::sweep_configs;
+pub use perf::{sweep_configs, sweeps_on};
 
 use crate::scenario::ScenarioError;
 use crate::stop::{Stop, StopReason};

@@ -300,6 +300,27 @@ fn model_line(model: &LinkModel) -> String {
     )
 }
 
+/// Run the sweeps of `collective` that `args` asks for on `places`, described by `devices`
+/// (instead of the device `args.backend` names: a harness's own device), printing them to `out`
+/// as the command would; the NCCL baseline is not run.
+pub fn sweeps_on<D: HostTensors>(
+    collective: &'static PerfCollective,
+    args: &PerfArgs,
+    places: &Places<D>,
+    devices: &Devices,
+    out: &mut (dyn Write + Send),
+    stop: &Stop,
+) -> Result<Verdict, CliError> {
+    let command = Sweeps {
+        collective,
+        args,
+        out,
+        progress: false,
+        stop,
+    };
+    command.run(places, devices).map(|(verdict, _)| verdict)
+}
+
 /// Run the sweeps of `collective` that `args` asks for and print them.
 pub(crate) fn sweeps(
     collective: &'static PerfCollective,
