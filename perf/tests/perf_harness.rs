@@ -514,3 +514,46 @@ fn the_device_keeps_its_link_model_behind_the_probe() {
     assert_eq!(probe.wrap(device.clone()).link_model(), device.link_model());
     let _ = Collective::AllGather;
 }
+
+/// Whether each of the backend's placements works in the input's allocation.
+struct InPlaceProbe;
+
+impl ruccl_perf::backend::OnDevice for InPlaceProbe {
+    type Output = (bool, bool);
+
+    fn run<D: HostTensors>(
+        self,
+        places: &Places<D>,
+        _: &ruccl_perf::backend::Devices,
+    ) -> Result<(bool, bool), ruccl_perf::cli::CliError> {
+        let places = (places as &dyn std::any::Any)
+            .downcast_ref::<Places<SimDevice>>()
+            .expect("the sim backend's devices");
+        let shares = |device: &SimDevice| {
+            let communicator =
+                ruccl_core::NativeCommunicator::new(vec![DeviceId::new(0)], device.clone())
+                    .unwrap();
+            let input = device
+                .upload(DeviceId::new(0), &HostValues::F32(vec![1.0; 64]))
+                .unwrap();
+            let address = |values: &HostValues| match values {
+                HostValues::F32(values) => values.as_ptr() as usize,
+                _ => 0,
+            };
+            let before = address(input.values());
+            let output = communicator
+                .all_reduce(0, input, ReduceOperation::Sum)
+                .unwrap();
+            address(output.values()) == before
+        };
+        Ok((shares(&places.out_of_place), shares(&places.in_place)))
+    }
+}
+
+#[test]
+fn the_sim_backend_builds_an_out_of_place_and_an_in_place_device() {
+    use clap::Parser;
+    let cli = ruccl_perf::cli::Cli::try_parse_from(["ruccl-perf"]).unwrap();
+    let ran = ruccl_perf::backend::run_on(&cli.perf.backend, Some(1), InPlaceProbe).unwrap();
+    assert_eq!(ran, ruccl_perf::backend::Ran::Ran((false, true)));
+}
