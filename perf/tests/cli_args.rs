@@ -212,6 +212,10 @@ fn operation_and_type_names_follow_nccl_and_rust() {
         ("bfloat16", ElementType::BF16),
         ("int32", ElementType::I32),
         ("i64", ElementType::I64),
+        ("int8", ElementType::I8),
+        ("uint8", ElementType::U8),
+        ("uint32", ElementType::U32),
+        ("u64", ElementType::U64),
     ] {
         assert_eq!(
             perf(&["-d", text]).element_types.0,

@@ -256,8 +256,8 @@ pub struct PerfArgs {
     /// note, by collectives that do not reduce) [default: sum]
     #[arg(short = 'o', long = "op", value_name = "OP")]
     pub operations: Option<Selection<ReduceOperation>>,
-    /// Element type: float, double, half, bfloat16, int32, int64 (or f32, f64, f16, bf16, i32,
-    /// i64); a comma-separated list, or all
+    /// Element type: float, double, half, bfloat16, int8, uint8, int32, uint32, int64, uint64
+    /// (or f32, f64, f16, bf16, i8, u8, i32, u32, i64, u64); a comma-separated list, or all
     #[arg(
         short = 'd',
         long = "datatype",
@@ -418,7 +418,8 @@ pub struct RunArgs {
         default_value = "1K"
     )]
     pub length: Size,
-    /// Element type: float, double, half, bfloat16, int32, int64 (or f32, f64, f16, bf16, i32, i64)
+    /// Element type: float, double, half, bfloat16, int8, uint8, int32, uint32, int64, uint64
+    /// (or f32, f64, f16, bf16, i8, u8, i32, u32, i64, u64)
     #[arg(
         short = 'd',
         long = "datatype",
