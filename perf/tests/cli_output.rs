@@ -157,6 +157,28 @@ fn every_collective_prints_its_own_table() {
 }
 
 #[test]
+fn sizes_rounded_down_as_nccl_tests_are_said_so() {
+    let (_, text) = ruccl_perf(&[
+        "all-gather-perf",
+        "-b",
+        "100",
+        "-e",
+        "100",
+        "-g",
+        "4",
+        "-n",
+        "1",
+    ]);
+    assert!(
+        text.contains("# sizes are rounded down to whole float elements in 4 equal blocks, as nccl-tests does: 100 B is measured as 96 B"),
+        "{text}"
+    );
+    assert_eq!(rows(&text)[0][0], "96");
+    let (_, text) = ruccl_perf(&["-b", "8", "-e", "64", "-n", "1"]);
+    assert!(!text.contains("rounded down"), "{text}");
+}
+
+#[test]
 fn an_unchecked_sweep_prints_not_available() {
     let (verdict, text) = ruccl_perf(&["-b", "64", "-e", "64", "-n", "1", "-c", "0"]);
     assert_eq!(verdict, Verdict::Passed);

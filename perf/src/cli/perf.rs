@@ -81,6 +81,30 @@ pub fn sweep_configs(
     Ok(configs)
 }
 
+/// A note when sizes are rounded down — to whole elements, and for reduce-scatter and all-gather
+/// to whole blocks of `W` — as nccl-tests rounds them, naming the first.
+fn rounding(configs: &[SweepConfig]) -> Option<String> {
+    configs.iter().find_map(|config| {
+        let rounded = config
+            .sizes
+            .iter()
+            .take(64)
+            .chain([config.sizes.max])
+            .find(|&size| config.setup(size).bytes != size)?;
+        let setup = config.setup(rounded);
+        let blocks = if setup.counts.send == setup.counts.recv {
+            String::new()
+        } else {
+            format!(" in {} equal blocks", config.world)
+        };
+        Some(format!(
+            "sizes are rounded down to whole {} elements{blocks}, as nccl-tests does: {rounded} B is measured as {} B",
+            config.element_type.nccl_name(),
+            setup.bytes
+        ))
+    })
+}
+
 /// Notes for flags the collective ignores, as nccl-tests ignores them.
 fn ignored_flags(collective: &PerfCollective, args: &PerfArgs) -> Vec<String> {
     let mut notes = Vec::new();
@@ -198,6 +222,7 @@ impl OnDevice for Sweeps<'_> {
         let mut configs = sweep_configs(collective, args, devices.world)?;
         let budget = Budget::new(args.memory_limit.map(|size| size.0 as u64));
         let mut notes = fit_memory(&mut configs, &budget, devices.host_copies)?;
+        notes.extend(rounding(&configs));
         notes.extend(ignored_flags(collective, args));
         let model = places.out_of_place.link_model();
         let trace = match &args.output.trace {
