@@ -147,3 +147,21 @@ fn ctrl_c_stops_an_endless_run_and_completes_its_json_and_trace() {
     std::fs::remove_file(&trace).unwrap();
     assert_eq!(written["otherData"]["outcome"]["status"], "interrupted");
 }
+
+#[test]
+fn every_commands_help_documents_the_exit_statuses() {
+    for command in [
+        &["--help"][..],
+        &["reduce-scatter-perf", "--help"][..],
+        &["all-gather-perf", "--help"][..],
+        &["broadcast-perf", "--help"][..],
+        &["run", "--help"][..],
+    ] {
+        let (code, stdout, _) = finished(command);
+        assert_eq!(code, 0);
+        assert!(stdout.contains("Exit status:"), "{command:?}");
+        for status in ["  0 ", "  1 ", "  2 ", "  101 ", "  130 "] {
+            assert!(stdout.contains(status), "{command:?}: {status}");
+        }
+    }
+}
