@@ -557,3 +557,56 @@ fn the_sim_backend_builds_an_out_of_place_and_an_in_place_device() {
     let ran = ruccl_perf::backend::run_on(&cli.perf.backend, Some(1), InPlaceProbe).unwrap();
     assert_eq!(ran, ruccl_perf::backend::Ran::Ran((false, true)));
 }
+
+/// Uploads on rank 2's device take `delay`.
+#[derive(Clone, Debug)]
+struct SlowRank2 {
+    delay: std::time::Duration,
+}
+
+impl Intercept<SimDevice> for SlowRank2 {
+    fn upload(
+        &self,
+        inner: &SimDevice,
+        device: DeviceId,
+        values: &HostValues,
+    ) -> Result<SimTensor, SimError> {
+        if device == DeviceId::new(2) {
+            std::thread::sleep(self.delay);
+        }
+        inner.upload(device, values)
+    }
+}
+
+#[test]
+fn a_stopped_scenario_ends_even_with_ranks_far_ahead() {
+    // The first generation times out waiting for slow rank 2, which aborts the communicator:
+    // ranks 0 and 1 then fail fast and run up to the collector's window ahead of rank 2. A stop
+    // request must still end the run (rank 2 leaves; nobody waits for it).
+    let device = Intercepted::with(
+        SimDevice::new(),
+        SlowRank2 {
+            delay: std::time::Duration::from_millis(2),
+        },
+    );
+    let config = ScenarioConfig {
+        world: 3,
+        length: 8,
+        generations: 100_000,
+        timeout: std::time::Duration::from_millis(1),
+        ..ScenarioConfig::default()
+    };
+    let stop = Stop::new();
+    let probe = Probe::new(3, true, None);
+    let mut rows = 0;
+    let summary = run_scenario(&device, &config, &probe, &stop, &mut |_| {
+        rows += 1;
+        if rows == 50 {
+            stop.request(StopReason::Interrupted);
+        }
+    })
+    .unwrap();
+    assert_eq!(summary.stopped, Some(StopReason::Interrupted));
+    assert!(summary.generations < 100_000);
+    assert!(summary.peak_pending <= ruccl_perf::scenario::WINDOW as usize + 1);
+}

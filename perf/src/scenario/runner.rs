@@ -255,6 +255,28 @@ struct Collector {
     pending: Mutex<BTreeMap<u64, Partial>>,
     drained: Condvar,
     peak: std::sync::atomic::AtomicUsize,
+    /// Ranks that stopped early (a stop request, or a panic in the harness): the generations
+    /// they never reached can no longer complete, so nobody waits for them.
+    departed: std::sync::atomic::AtomicUsize,
+}
+
+/// Counts its rank as departed from the collector when the rank stops early, also by unwinding.
+struct Departure<'a> {
+    collector: &'a Collector,
+    finished: bool,
+}
+
+impl Drop for Departure<'_> {
+    fn drop(&mut self) {
+        if !self.finished {
+            self.collector
+                .departed
+                .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            // Waiters also wake on their own now and then (see `deposit`): no lock is taken
+            // here, which a rank unwinding from inside `deposit` could still hold.
+            self.collector.drained.notify_all();
+        }
+    }
 }
 
 impl Collector {
@@ -270,10 +292,15 @@ impl Collector {
             .next()
             .is_some_and(|&oldest| generation >= oldest.saturating_add(WINDOW))
         {
+            if self.departed.load(std::sync::atomic::Ordering::SeqCst) > 0 {
+                // A rank stopped early: this generation can never complete.
+                return;
+            }
             pending = self
                 .drained
-                .wait(pending)
-                .unwrap_or_else(PoisonError::into_inner);
+                .wait_timeout(pending, Duration::from_millis(50))
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
         }
         let partial = pending.entry(generation).or_insert_with(|| Partial {
             row: GenerationRow::new(generation),
@@ -347,6 +374,7 @@ pub fn run_scenario<D: HostTensors>(
         pending: Mutex::new(BTreeMap::new()),
         drained: Condvar::new(),
         peak: std::sync::atomic::AtomicUsize::new(0),
+        departed: std::sync::atomic::AtomicUsize::new(0),
     };
     let (sender, receiver) = sync_channel(CHANNEL_ROWS);
     let started = Instant::now();
@@ -400,6 +428,10 @@ struct RankContext<'a, D: HostTensors> {
 
 impl<D: HostTensors> RankContext<'_, D> {
     fn run(&self, collector: &Collector, rows: &SyncSender<GenerationRow>, stop: &Stop) {
+        let mut departure = Departure {
+            collector,
+            finished: false,
+        };
         let config = self.config;
         let values = pattern::collective_input(
             config.element_type,
@@ -416,11 +448,12 @@ impl<D: HostTensors> RankContext<'_, D> {
             if let Some(reason) = stop.requested() {
                 self.communicator
                     .abort(format!("the scenario stopped: {}", reason.describe()));
-                break;
+                return;
             }
             let seen = self.one_call(generation, &values, &check, options);
             collector.deposit(generation, self.rank, seen, rows);
         }
+        departure.finished = true;
     }
 
     /// This rank's call of `generation`: upload its input, run the collective, check and drop
