@@ -10,9 +10,9 @@ fn main() {
     let bytes = std::fs::read(file).unwrap_or_else(|error| panic!("{file}: {error}"));
     let mut reader = Reader::new(&bytes);
     match target.as_str() {
-        "ring_schedule" => println!(
+        "plans" => println!(
             "{:#?}",
-            ruccl_fuzz::ring_schedule::RingCase::decode(&mut reader)
+            ruccl_fuzz::plans::PlanCase::decode(&mut reader)
         ),
         "rendezvous_script" => println!(
             "{:#?}",

@@ -1,6 +1,10 @@
 //! Inputs the fuzzers found, each kept in `corpus/<target>/regression-<name>` and replayed here
 //! under a name that says what it reproduces. A finding in `core/` or `sim/` that is not fixed yet
 //! is `#[ignore]`d with the bug named; the fuzz crate's own model bugs are fixed in `src/`.
+//!
+//! Findings of an input format since replaced are kept as readable cases (`regressions()` in the
+//! target's module, written by `examples/write_seeds.rs`) that rebuild the same situation in the
+//! current format.
 
 use std::path::Path;
 
@@ -18,7 +22,7 @@ fn replay(target: &str, name: &str) {
     check(&bytes);
 }
 
-/// `rendezvous_script`, found in its first minute: generation 2 plans `finish:error` (an
+/// `rendezvous_script` (v1 format, re-expressed), found in its first minute: generation 2 plans `finish:error` (an
 /// every-generation fault) and `drop:what=work`. The decorator's `finish` returns the injected
 /// error and drops the armed work on the way out, so every rank gets
 /// `Panicked { phase: Finish, message: "injected panic in drop of the work in generation 2" }`,
@@ -29,7 +33,7 @@ fn a_finish_error_with_an_armed_work_delivers_the_work_panic() {
     replay("rendezvous_script", "finish_error_with_armed_work");
 }
 
-/// `rendezvous_script`, found after half a minute as a LeakSanitizer report of 32 bytes from
+/// `rendezvous_script` (v1 format, re-expressed), found after half a minute as a LeakSanitizer report of 32 bytes from
 /// glibc's `__cxa_thread_atexit_impl`: the script's sticky probes (and bad-rank probes) called
 /// the communicator from libFuzzer's own thread, where the first touch of a thread-local with a
 /// destructor registers it in an allocation that outlives the input. Not a leak in the core; the
@@ -41,7 +45,7 @@ fn sticky_probes_after_an_abort_before_and_a_concurrent_abort_agree() {
     replay("rendezvous_script", "sticky_probes_on_the_fuzzing_thread");
 }
 
-/// `sim_contract`, found at once: a NaN element in an input made the harness's "prepare keeps
+/// `sim_contract` (v1 format, re-expressed), found at once: a NaN element in an input made the harness's "prepare keeps
 /// the tensor unchanged" check fail, since `SimTensor`'s `PartialEq` follows IEEE (NaN ≠ NaN).
 /// The device was right; the harness now compares bit patterns (any NaN matching any NaN).
 #[test]
@@ -49,15 +53,15 @@ fn prepare_keeps_nan_elements() {
     replay("sim_contract", "nan_inputs_through_prepare");
 }
 
-/// `sim_contract`, found after 20 s: an exchange whose ranges are `0..usize::MAX` on two ranks
-/// with balanced steps checked. The harness's own list of acceptable errors overflowed computing
-/// `shortest + 1`; the device answered `RangeOutOfBounds`, as it should.
+/// `sim_contract` (v1 format, re-expressed), found after 20 s: an exchange whose ranges are
+/// `0..usize::MAX` on two ranks. The harness's own list of acceptable errors overflowed; the
+/// device answered `RangeOutOfBounds`, as it should.
 #[test]
 fn ranges_of_maximal_length_are_out_of_bounds() {
     replay("sim_contract", "ranges_of_maximal_length");
 }
 
-/// `rendezvous_script`, found after 45 s as a LeakSanitizer report of a thread handle (48 bytes)
+/// `rendezvous_script` (v1 format, re-expressed), found after 45 s as a LeakSanitizer report of a thread handle (48 bytes)
 /// spawned for a concurrent abort of five ranks' single generation. The harness left that thread
 /// to `thread::scope`, which returns once the closure has returned but before the thread has
 /// exited and dropped its handle; the harness now joins it. The script must pass.
