@@ -9,7 +9,9 @@ use std::path::Path;
 
 fn main() -> std::io::Result<()> {
     let corpus = Path::new(env!("CARGO_MANIFEST_DIR")).join("corpus");
-    let seeds = ruccl_fuzz::seed_inputs().into_iter().map(|seed| ("seed", seed));
+    let seeds = ruccl_fuzz::seed_inputs()
+        .into_iter()
+        .map(|seed| ("seed", seed));
     let regressions = ruccl_fuzz::regression_inputs()
         .into_iter()
         .map(|regression| ("regression", regression));

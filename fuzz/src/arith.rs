@@ -140,10 +140,7 @@ impl Num {
                 got == want
                     || (got_zero
                         && want_zero
-                        && matches!(
-                            operation,
-                            Some(ReduceOperation::Min | ReduceOperation::Max)
-                        ))
+                        && matches!(operation, Some(ReduceOperation::Min | ReduceOperation::Max)))
             }
             _ => false,
         }

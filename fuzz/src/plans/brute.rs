@@ -267,7 +267,9 @@ impl Defect {
             ) => {
                 (world, buffer_len) == (w, b)
                     && *limit >= SIMULATED_ELEMENTS
-                    && world.checked_mul(*buffer_len).is_none_or(|all| all > *limit)
+                    && world
+                        .checked_mul(*buffer_len)
+                        .is_none_or(|all| all > *limit)
             }
             (
                 Defect::NoSuchRank {
@@ -426,8 +428,9 @@ pub fn output_len(collective: Collective, world: usize, input_len: usize) -> Opt
     match collective {
         Collective::AllReduce(_) => Some(input_len),
         Collective::Broadcast { root } => (root < world).then_some(input_len),
-        Collective::ReduceScatter(_) => (world > 0 && input_len % world == 0)
-            .then(|| input_len / world),
+        Collective::ReduceScatter(_) => {
+            (world > 0 && input_len % world == 0).then(|| input_len / world)
+        }
         Collective::AllGather => input_len.checked_mul(world),
         _ => None,
     }
@@ -749,10 +752,7 @@ impl Machine {
                 return Examination::defective(defects);
             }
         }
-        Examination {
-            defects,
-            outputs,
-        }
+        Examination { defects, outputs }
     }
 }
 

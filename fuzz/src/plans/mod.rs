@@ -20,7 +20,8 @@
 //! - **Every accepted plan** runs on a `SimDevice` with values of the case's element type
 //!   (floats of any bit pattern): every output element equals the simulator's fold tree evaluated
 //!   in the device's documented arithmetic ([`arith`](crate::arith)), all-reduce outputs have the
-//!   same bits on every rank, and the ledger holds exactly the plan's transfers.
+//!   same bits on every rank (NaN payloads aside, which Rust leaves open), and the ledger holds
+//!   exactly the plan's transfers.
 
 pub mod brute;
 pub mod mutate;
@@ -149,8 +150,7 @@ impl PlanCase {
         let world = reader.below(max_world + 1);
         let collective = decode_collective(reader, world);
         let mut input_len = reader.below(max_len + 1);
-        if matches!(collective, Collective::ReduceScatter(_)) && world > 0 && reader.below(4) != 0
-        {
+        if matches!(collective, Collective::ReduceScatter(_)) && world > 0 && reader.below(4) != 0 {
             input_len = input_len.next_multiple_of(world);
         }
         let origin = if built_in {
@@ -210,7 +210,13 @@ impl PlanCase {
             Origin::Raw { layout, steps } => {
                 writer.flag(layout.is_some());
                 if let Some(layout) = layout {
-                    encode_layout(&mut writer, layout, self.collective, self.world, self.input_len);
+                    encode_layout(
+                        &mut writer,
+                        layout,
+                        self.collective,
+                        self.world,
+                        self.input_len,
+                    );
                 }
                 let buffer_len = layout.as_ref().map_or_else(
                     || standard_layout(self.collective, self.world, self.input_len).0,
@@ -443,7 +449,12 @@ pub fn check_case(case: &PlanCase) {
 }
 
 /// Why DESIGN.md calls a built-in request impossible, if it does.
-fn impossible(collective: Collective, algorithm: Algorithm, world: usize, input_len: usize) -> bool {
+fn impossible(
+    collective: Collective,
+    algorithm: Algorithm,
+    world: usize,
+    input_len: usize,
+) -> bool {
     world == 0
         || output_len(collective, world, input_len).is_none()
         || (algorithm == Algorithm::HalvingDoubling && !world.is_power_of_two())
@@ -511,7 +522,11 @@ fn check_built_in(
     } else {
         assert_eq!(resolved, algorithm, "{request}: another algorithm");
     }
-    assert_eq!(verify(&plan), Ok(()), "{request}: verify refuses a built-in plan");
+    assert_eq!(
+        verify(&plan),
+        Ok(()),
+        "{request}: verify refuses a built-in plan"
+    );
     let parts = plan.clone().into_parts();
     let examination = examine(&parts);
     assert!(
@@ -659,155 +674,237 @@ pub fn seeds() -> Vec<(&'static str, PlanCase)> {
     };
     let step = |combine, transfers| Step { combine, transfers };
     vec![
-        ("ring_all_reduce", built(AllReduce(Sum), 4, 10, Algorithm::Ring, vec![])),
-        ("auto_all_reduce_mean", PlanCase {
-            element_type: ElementType::BF16,
-            ..built(AllReduce(Mean), 3, 7, Algorithm::Auto, vec![])
-        }),
-        ("direct_reduce_scatter", PlanCase {
-            element_type: ElementType::I32,
-            ..built(ReduceScatter(Product), 3, 6, Algorithm::Direct, vec![])
-        }),
-        ("halving_doubling_all_gather", built(AllGather, 8, 3, Algorithm::HalvingDoubling, vec![])),
-        ("ring_broadcast_root_two", PlanCase {
-            element_type: ElementType::F64,
-            ..built(Broadcast { root: 2 }, 5, 9, Algorithm::Ring, vec![])
-        }),
-        ("halving_doubling_on_six_ranks", built(AllReduce(Max), 6, 4, Algorithm::HalvingDoubling, vec![])),
-        ("root_outside_the_world", built(Broadcast { root: 3 }, 3, 4, Algorithm::Direct, vec![])),
-        ("reduce_scatter_not_in_blocks", built(ReduceScatter(Sum), 4, 7, Algorithm::Ring, vec![])),
-        ("custom_by_name", built(AllGather, 2, 2, Algorithm::Custom, vec![])),
-        ("no_rank", built(AllReduce(Min), 0, 2, Algorithm::Auto, vec![])),
-        ("ring_without_its_last_step", built(
-            AllReduce(Sum),
-            4,
-            8,
-            Algorithm::Ring,
-            vec![edit(MutationKind::RemoveStep, 5, 0, 0)],
-        )),
-        ("ring_with_a_step_twice", built(
-            AllReduce(Sum),
-            3,
-            6,
-            Algorithm::Ring,
-            vec![edit(MutationKind::DuplicateStep, 0, 0, 0)],
-        )),
-        ("direct_overwrites_instead_of_combining", built(
-            AllReduce(Max),
-            3,
-            3,
-            Algorithm::Direct,
-            vec![edit(MutationKind::FlipCombine, 0, 0, 0)],
-        )),
-        ("a_range_one_element_short", built(
-            ReduceScatter(Sum),
-            4,
-            8,
-            Algorithm::HalvingDoubling,
-            vec![edit(MutationKind::ShiftEnd, 0, 1, 0xFF)],
-        )),
-        ("a_split_transfer_is_the_same_schedule", built(
-            AllGather,
-            3,
-            4,
-            Algorithm::Ring,
-            vec![edit(MutationKind::SplitTransfer, 1, 2, 3)],
-        )),
-        ("a_transfer_to_a_rank_outside", built(
-            Broadcast { root: 0 },
-            4,
-            4,
-            Algorithm::Direct,
-            vec![edit(MutationKind::SetTo, 0, 1, 4)],
-        )),
-        ("a_reduce_scatter_claimed_as_all_reduce", built(
-            ReduceScatter(Sum),
-            2,
-            4,
-            Algorithm::Ring,
-            vec![edit(MutationKind::Retarget, 0, 0, 0)],
-        )),
-        ("an_output_moved", built(
-            AllReduce(Sum),
-            2,
-            3,
-            Algorithm::Direct,
-            vec![edit(MutationKind::Layout, 2, 1, 1)],
-        )),
-        ("two_ranks_reduce_then_copy", raw(
-            AllReduce(Sum),
-            2,
-            1,
-            vec![step(true, vec![t(0, 1, 0..1)]), step(false, vec![t(1, 0, 0..1)])],
-        )),
-        ("both_ranks_fold_at_once", raw(
-            AllReduce(Product),
-            2,
-            2,
-            vec![step(true, vec![t(0, 1, 0..2), t(1, 0, 0..2)])],
-        )),
-        ("reassociated_fold", raw(
-            AllReduce(Sum),
-            3,
-            1,
-            vec![
-                step(true, vec![t(0, 1, 0..1), t(2, 1, 0..1), t(1, 2, 0..1)]),
-                step(true, vec![t(2, 0, 0..1)]),
-                step(false, vec![t(1, 2, 0..1)]),
-            ],
-        )),
-        ("double_write", raw(
-            AllGather,
-            3,
-            1,
-            vec![step(false, vec![t(0, 2, 0..1), t(1, 2, 0..1)])],
-        )),
-        ("duplicate_source", raw(
-            ReduceScatter(Max),
-            2,
-            2,
-            vec![step(true, vec![t(0, 1, 0..2), t(0, 1, 1..2)])],
-        )),
-        ("read_before_write", raw(
-            AllGather,
-            2,
-            2,
-            vec![step(false, vec![t(0, 1, 2..4)])],
-        )),
-        ("self_transfer_and_inverted_range", raw(
-            Broadcast { root: 1 },
-            2,
-            3,
-            vec![step(false, vec![t(1, 1, 0..3), t(1, 0, 2..1)])],
-        )),
-        ("huge_buffer", case(
-            AllReduce(Sum),
-            2,
-            1,
-            Origin::Raw {
-                layout: Some(RawLayout {
-                    buffer_len: usize::MAX,
-                    placements: vec![0, 1],
-                    outputs: vec![0..1, 3..4],
-                }),
-                steps: vec![],
+        (
+            "ring_all_reduce",
+            built(AllReduce(Sum), 4, 10, Algorithm::Ring, vec![]),
+        ),
+        (
+            "auto_all_reduce_mean",
+            PlanCase {
+                element_type: ElementType::BF16,
+                ..built(AllReduce(Mean), 3, 7, Algorithm::Auto, vec![])
             },
-            vec![],
-        )),
-        ("layout_with_a_missing_rank", case(
-            ReduceScatter(Sum),
-            3,
-            3,
-            Origin::Raw {
-                layout: Some(RawLayout {
-                    buffer_len: 5,
-                    placements: vec![0, 2],
-                    outputs: vec![0..1, 1..2, 4..6, 1..2],
-                }),
-                steps: vec![step(true, vec![t(0, 1, 0..3)])],
+        ),
+        (
+            "direct_reduce_scatter",
+            PlanCase {
+                element_type: ElementType::I32,
+                ..built(ReduceScatter(Product), 3, 6, Algorithm::Direct, vec![])
             },
-            vec![],
-        )),
+        ),
+        (
+            "halving_doubling_all_gather",
+            built(AllGather, 8, 3, Algorithm::HalvingDoubling, vec![]),
+        ),
+        (
+            "ring_broadcast_root_two",
+            PlanCase {
+                element_type: ElementType::F64,
+                ..built(Broadcast { root: 2 }, 5, 9, Algorithm::Ring, vec![])
+            },
+        ),
+        (
+            "halving_doubling_on_six_ranks",
+            built(AllReduce(Max), 6, 4, Algorithm::HalvingDoubling, vec![]),
+        ),
+        (
+            "root_outside_the_world",
+            built(Broadcast { root: 3 }, 3, 4, Algorithm::Direct, vec![]),
+        ),
+        (
+            "reduce_scatter_not_in_blocks",
+            built(ReduceScatter(Sum), 4, 7, Algorithm::Ring, vec![]),
+        ),
+        (
+            "custom_by_name",
+            built(AllGather, 2, 2, Algorithm::Custom, vec![]),
+        ),
+        (
+            "no_rank",
+            built(AllReduce(Min), 0, 2, Algorithm::Auto, vec![]),
+        ),
+        (
+            "ring_without_its_last_step",
+            built(
+                AllReduce(Sum),
+                4,
+                8,
+                Algorithm::Ring,
+                vec![edit(MutationKind::RemoveStep, 5, 0, 0)],
+            ),
+        ),
+        (
+            "ring_with_a_step_twice",
+            built(
+                AllReduce(Sum),
+                3,
+                6,
+                Algorithm::Ring,
+                vec![edit(MutationKind::DuplicateStep, 0, 0, 0)],
+            ),
+        ),
+        (
+            "direct_overwrites_instead_of_combining",
+            built(
+                AllReduce(Max),
+                3,
+                3,
+                Algorithm::Direct,
+                vec![edit(MutationKind::FlipCombine, 0, 0, 0)],
+            ),
+        ),
+        (
+            "a_range_one_element_short",
+            built(
+                ReduceScatter(Sum),
+                4,
+                8,
+                Algorithm::HalvingDoubling,
+                vec![edit(MutationKind::ShiftEnd, 0, 1, 0xFF)],
+            ),
+        ),
+        (
+            "a_split_transfer_is_the_same_schedule",
+            built(
+                AllGather,
+                3,
+                4,
+                Algorithm::Ring,
+                vec![edit(MutationKind::SplitTransfer, 1, 2, 3)],
+            ),
+        ),
+        (
+            "a_transfer_to_a_rank_outside",
+            built(
+                Broadcast { root: 0 },
+                4,
+                4,
+                Algorithm::Direct,
+                vec![edit(MutationKind::SetTo, 0, 1, 4)],
+            ),
+        ),
+        (
+            "a_reduce_scatter_claimed_as_all_reduce",
+            built(
+                ReduceScatter(Sum),
+                2,
+                4,
+                Algorithm::Ring,
+                vec![edit(MutationKind::Retarget, 0, 0, 0)],
+            ),
+        ),
+        (
+            "an_output_moved",
+            built(
+                AllReduce(Sum),
+                2,
+                3,
+                Algorithm::Direct,
+                vec![edit(MutationKind::Layout, 2, 1, 1)],
+            ),
+        ),
+        (
+            "two_ranks_reduce_then_copy",
+            raw(
+                AllReduce(Sum),
+                2,
+                1,
+                vec![
+                    step(true, vec![t(0, 1, 0..1)]),
+                    step(false, vec![t(1, 0, 0..1)]),
+                ],
+            ),
+        ),
+        (
+            "both_ranks_fold_at_once",
+            raw(
+                AllReduce(Product),
+                2,
+                2,
+                vec![step(true, vec![t(0, 1, 0..2), t(1, 0, 0..2)])],
+            ),
+        ),
+        (
+            "reassociated_fold",
+            raw(
+                AllReduce(Sum),
+                3,
+                1,
+                vec![
+                    step(true, vec![t(0, 1, 0..1), t(2, 1, 0..1), t(1, 2, 0..1)]),
+                    step(true, vec![t(2, 0, 0..1)]),
+                    step(false, vec![t(1, 2, 0..1)]),
+                ],
+            ),
+        ),
+        (
+            "double_write",
+            raw(
+                AllGather,
+                3,
+                1,
+                vec![step(false, vec![t(0, 2, 0..1), t(1, 2, 0..1)])],
+            ),
+        ),
+        (
+            "duplicate_source",
+            raw(
+                ReduceScatter(Max),
+                2,
+                2,
+                vec![step(true, vec![t(0, 1, 0..2), t(0, 1, 1..2)])],
+            ),
+        ),
+        (
+            "read_before_write",
+            raw(AllGather, 2, 2, vec![step(false, vec![t(0, 1, 2..4)])]),
+        ),
+        (
+            "self_transfer_and_inverted_range",
+            raw(
+                Broadcast { root: 1 },
+                2,
+                3,
+                vec![step(
+                    false,
+                    vec![t(1, 1, 0..3), t(1, 0, Range { start: 2, end: 1 })],
+                )],
+            ),
+        ),
+        (
+            "huge_buffer",
+            case(
+                AllReduce(Sum),
+                2,
+                1,
+                Origin::Raw {
+                    layout: Some(RawLayout {
+                        buffer_len: usize::MAX,
+                        placements: vec![0, 1],
+                        outputs: vec![0..1, 3..4],
+                    }),
+                    steps: vec![],
+                },
+                vec![],
+            ),
+        ),
+        (
+            "layout_with_a_missing_rank",
+            case(
+                ReduceScatter(Sum),
+                3,
+                3,
+                Origin::Raw {
+                    layout: Some(RawLayout {
+                        buffer_len: 5,
+                        placements: vec![0, 2],
+                        outputs: vec![0..1, 1..2, 4..6, 1..2],
+                    }),
+                    steps: vec![step(true, vec![t(0, 1, 0..3)])],
+                },
+                vec![],
+            ),
+        ),
     ]
 }
 

@@ -231,7 +231,12 @@ impl Script {
     /// Rank `rank`'s input in device generation `t`: its element type, and a tag unique to
     /// `(t, rank)` that makes another generation's data recognisable followed by the
     /// generation's values (one more or one fewer for an odd shape).
-    pub fn input(&self, t: u64, rank: usize, generation: &GenerationPlan) -> (ElementType, Vec<i64>) {
+    pub fn input(
+        &self,
+        t: u64,
+        rank: usize,
+        generation: &GenerationPlan,
+    ) -> (ElementType, Vec<i64>) {
         let tag = t as i64 * self.world as i64 + rank as i64 + 1;
         let mut values = vec![tag];
         values.extend(generation.values.get(rank).into_iter().flatten().copied());
@@ -666,8 +671,18 @@ pub fn seeds() -> Vec<(&'static str, Script)> {
         script(
             4,
             vec![phase(vec![
-                deviant(generation(AllReduce(Sum), auto, 4, 2), 2, AllReduce(Max), auto),
-                deviant(generation(AllGather, auto, 4, 2), 1, ReduceScatter(Sum), auto),
+                deviant(
+                    generation(AllReduce(Sum), auto, 4, 2),
+                    2,
+                    AllReduce(Max),
+                    auto,
+                ),
+                deviant(
+                    generation(AllGather, auto, 4, 2),
+                    1,
+                    ReduceScatter(Sum),
+                    auto,
+                ),
                 deviant(
                     generation(Broadcast { root: 0 }, auto, 4, 2),
                     3,
