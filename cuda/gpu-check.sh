@@ -2,7 +2,8 @@
 # gpu-check.sh — check ruccl-cuda on real GPUs, in two halves, plus a rehearsal:
 #
 #   gpu-check.sh build     on a machine with Rust (no GPU needed): builds the test binaries and
-#                          the perf binary (release, stripped) into cuda/.gpu-bundle/
+#                          the perf tool, ruccl-perf with its CUDA backend and the NCCL baseline
+#                          (release, stripped), into cuda/.gpu-bundle/
 #   gpu-check.sh run       on the GPU machine (no Rust, no network needed): runs the bundle in
 #                          hardware mode, prints a summary, exits non-zero on any failure
 #   gpu-check.sh dry-run   here, without a GPU: the same flow on this checkout's debug test
@@ -17,13 +18,20 @@
 # deadline (RUCCL_GPU_CHECK_DEADLINE seconds, default 450: well inside a 10-minute command, with
 # room for the summary); a step the deadline leaves no time for is reported `skipped (deadline)`:
 #   probe          the topology: GPUs, the context each logical rank got, peer access, NVRTC
-#   unit           the crate's own tests (PTX/source checks, probe, mapping, tables)
-#   hardware       exact all-reduce for every type and operation on every map, exchange ordering,
-#                  generations chained on the device, validation, contexts, the caller's context,
-#                  deferred errors, peer access, NVRTC
-#   conformance    the sim crate's conformance suite: logical ranks on each GPU; across GPUs too
-#   faults         the sim crate's fault decorator around the executor, every fault site
-#   perf           nccl-tests-style sweep (float sum, 1 KiB .. 256 MiB)
+#   unit           the crate's own tests (PTX/source checks, step layouts, cache, probe, tables)
+#   hardware       every collective x algorithm x type x operation exact on every map, bitwise
+#                  agreement across ranks and with the simulated device, chained folds, staged
+#                  steps, generations chained on the device, the cache's steady state (no
+#                  allocation), validation, contexts, the caller's context, deferred errors,
+#                  peer access, NVRTC
+#   conformance    the sim crate's conformance suite: logical ranks on each GPU with separate
+#                  contexts and with the shared primary context; across GPUs too
+#   faults         the sim crate's fault decorator around the executor, every fault site, ring and
+#                  direct
+#   copy-bandwidth each GPU's own device-to-device copy bandwidth (the perf tables' baseline)
+#   perf           ruccl-perf --backend cuda: nccl-tests-style sweep, in place (float sum, 1 KiB
+#                  .. 256 MiB) ...
+#   perf-out-of-place ... and out of place (RUCCL_CUDA_IN_PLACE=0), the same sweep
 #   nvcc-compile   the kernel source compiled by nvcc for compute_90 ...
 #   nvcc-kernels   ... and the hardware test's main case re-run on that PTX
 #   perf-all-types a short all-types/all-ops correctness sweep (with >= 2 GPUs, the NCCL baseline)
@@ -89,13 +97,15 @@ build() {
     mkdir -p "$bundle/bin" "$bundle/kernels"
     local binaries name path
     binaries=$(test_binaries --release)
-    (cd "$workspace" && cargo build -p ruccl-cuda --release --features nccl --bin ruccl-cuda-perf)
-    binaries+=$'\n'"ruccl-cuda-perf $target/release/ruccl-cuda-perf"
+    # The perf tool lives in the perf/ crate: its CUDA backend is this executor, `nccl` adds the
+    # NCCL baseline (and implies `cuda`).
+    (cd "$workspace" && cargo build -p ruccl-perf --release --features nccl --bin ruccl-perf)
+    binaries+=$'\n'"ruccl-perf $target/release/ruccl-perf"
     while read -r name path; do
         cp "$path" "$bundle/bin/$name"
         printf '  %-16s <- %s\n' "$name" "$path"
     done <<<"$binaries"
-    for name in unit hardware conformance faults ruccl-cuda-perf; do
+    for name in unit hardware conformance faults ruccl-perf; do
         [[ -x "$bundle/bin/$name" ]] || {
             echo "gpu-check build: cargo produced no executable for $name" >&2
             exit 1
@@ -108,7 +118,7 @@ build() {
         echo "commit:    $(git -C "$workspace" rev-parse --short HEAD 2>/dev/null || echo unknown)$(git -C "$workspace" diff --quiet 2>/dev/null || echo ' (with uncommitted changes)')"
         echo "rustc:     $(rustc --version)"
         echo "glibc:     $(ldd --version 2>/dev/null | head -n1)"
-        echo "cudarc:    0.19, cuda-13000 bindings, dynamic loading; perf built with feature nccl"
+        echo "cudarc:    0.19, cuda-13000 bindings, dynamic loading; ruccl-perf built with feature nccl"
     } >"$bundle/MANIFEST"
     echo "gpu-check build: bundle ready in $bundle ($(du -sh "$bundle" | cut -f1))"
     cat "$bundle/MANIFEST"
@@ -246,7 +256,7 @@ summary() {
     else
         echo "topology: not probed"
     fi
-    printf '%-15s %-28s %5s %7s %7s %8s %6s %8s\n' step status time passed failed ignored skips allowed
+    printf '%-17s %-28s %5s %7s %7s %8s %6s %8s\n' step status time passed failed ignored skips allowed
     for i in "${!step_names[@]}"; do
         name=${step_names[$i]} status=${step_statuses[$i]}
         log=$log_dir/$name.log
@@ -257,17 +267,32 @@ summary() {
             skips=$(count 'SKIP: ' "$log")
             allowed=$(count 'SKIP (allowed): ' "$log")
         fi
-        printf '%-15s %-28s %4ss %7s %7s %8s %6s %8s\n' "$name" "$status" "${step_seconds[$i]}" \
+        printf '%-17s %-28s %4ss %7s %7s %8s %6s %8s\n' "$name" "$status" "${step_seconds[$i]}" \
             "$passed" "$failures" "$ignored" "$skips" "$allowed"
         if is_failure "$status"; then
             failed+=("$name")
             [[ "$status" == skipped* ]] || echo "    first failure: $(first_failure "$log" "$status")"
         fi
     done
-    if [[ -f "$log_dir/perf.log" ]] && grep -qE '^ +[0-9]+ ' "$log_dir/perf.log"; then
-        echo "perf (float sum):"
-        grep -E '^#? *(size|[0-9]+ )|Avg bus bandwidth|Out of bounds' "$log_dir/perf.log" | head -n 30 | sed 's/^/  /'
+    local copy="" sweep_log label peak
+    if [[ -f "$log_dir/copy-bandwidth.log" ]]; then
+        grep -o 'BANDWIDTH: .*' "$log_dir/copy-bandwidth.log" | sed 's/^BANDWIDTH: /copy bandwidth: /'
+        copy=$(grep -o 'BANDWIDTH: GPU 0: .* [0-9.]* GB/s' "$log_dir/copy-bandwidth.log" | head -n1 |
+            sed -E 's/.* ([0-9.]+) GB\/s$/\1/')
     fi
+    for sweep_log in perf perf-out-of-place; do
+        [[ -f "$log_dir/$sweep_log.log" ]] && grep -qE '^ +[0-9]+ ' "$log_dir/$sweep_log.log" || continue
+        label="in place"
+        [[ $sweep_log == perf-out-of-place ]] && label="out of place"
+        echo "perf (float sum, $label):"
+        grep -E '^#? *(size|[0-9]+ )|Avg bus bandwidth|Out of bounds' "$log_dir/$sweep_log.log" | head -n 30 | sed 's/^/  /'
+        peak=$(peak_busbw "$log_dir/$sweep_log.log")
+        if [[ -n "$peak" && -n "$copy" ]]; then
+            awk -v peak="$peak" -v copy="$copy" -v label="$label" 'BEGIN {
+                printf "  peak busbw %s: %.1f GB/s = %.2f x GPU 0 device-to-device copy (%.1f GB/s)\n",
+                    label, peak, peak / copy, copy }'
+        fi
+    done
     grep -ho 'SKIP (allowed): .*' "$log_dir"/*.log 2>/dev/null | sed 's/^SKIP (allowed): /allowed skip: /' | sort -u | head -n 10
     echo "logs: $log_dir${OUT:+ (packed: $OUT/gpu-check-logs.tar.gz)}"
     if ((${#failed[@]} > 0)); then
@@ -280,6 +305,20 @@ summary() {
         echo "gpu-check: all ${#step_names[@]} steps passed"
     fi
     ((${#failed[@]} == 0))
+}
+
+# peak_busbw LOG: the largest value in the `busbw` column of a perf table (the column found by
+# name in its header line), or nothing.
+peak_busbw() {
+    awk '
+        !column && /size/ && /busbw/ {
+            offset = ($1 == "#") ? 1 : 0
+            for (i = 1; i <= NF; i++) if ($i == "busbw") column = i - offset
+            next
+        }
+        column && /^ +[0-9]+ / && $column + 0 > peak { peak = $column + 0 }
+        END { if (peak > 0) print peak }
+    ' "$1"
 }
 
 # Pack every log (large ones cut to their head and tail) into one file under $OUT.
@@ -412,7 +451,7 @@ check() {
             echo "gpu-check run: no bundle at $bundle; run 'gpu-check.sh build' on a Rust machine first" >&2
             exit 2
         }
-        for name in unit hardware conformance faults ruccl-cuda-perf; do
+        for name in unit hardware conformance faults ruccl-perf; do
             binary[$name]=$bundle/bin/$name
         done
         export RUCCL_CUDA_REQUIRE_HARDWARE=1 RUCCL_CUDA_REQUIRE_GPU=1
@@ -426,7 +465,7 @@ check() {
         while read -r name path; do
             binary[$name]=$path
         done <<<"$binaries"
-        binary[ruccl-cuda-perf]="ruccl-cuda-perf"
+        binary[ruccl-perf]="ruccl-perf"
         unset RUCCL_CUDA_REQUIRE_HARDWARE RUCCL_CUDA_REQUIRE_GPU
     fi
     echo "=== ruccl-cuda gpu-check ($mode; deadline ${deadline}s; logs in $log_dir)"
@@ -447,18 +486,24 @@ check() {
     run_step probe 60 "${binary[hardware]}" --exact the_topology_report_names_gpus_contexts_and_peer_access \
         --nocapture --test-threads=1
     run_step unit 60 "${binary[unit]}" "${threads[@]}"
-    hardware_step hardware 180 "${binary[hardware]}" "${threads[@]}"
+    local bandwidth=the_copy_bandwidth_baseline_is_measured_on_each_gpu
+    hardware_step hardware 180 "${binary[hardware]}" --skip "$bandwidth" "${threads[@]}"
     hardware_step conformance 150 "${binary[conformance]}" "${threads[@]}"
     hardware_step faults 90 "${binary[faults]}" "${threads[@]}"
-    hardware_step perf 120 "${binary[ruccl-cuda-perf]}" --require-gpu -b 1K -e 256M -f 4 -n 20 -w 5
+    # The baseline right before the sweeps, in the same run: each GPU's own device-to-device copy.
+    hardware_step copy-bandwidth 30 "${binary[hardware]}" --exact "$bandwidth" --nocapture \
+        --test-threads=1
+    local sweep=(--backend cuda --require-gpu -b 1K -e 256M -f 4 -n 20 -w 5)
+    hardware_step perf 90 "${binary[ruccl-perf]}" "${sweep[@]}"
+    hardware_step perf-out-of-place 90 env RUCCL_CUDA_IN_PLACE=0 "${binary[ruccl-perf]}" "${sweep[@]}"
     local source=$log_dir/ruccl_kernels.cu ptx=$log_dir/ruccl_kernels.nvcc.ptx
     if [[ $mode == dry-run ]] || command -v nvcc >/dev/null; then
-        cat "$here/kernels/common.cuh" "$here/kernels/combine.cu" "$here/kernels/mean.cu" >"$source" 2>/dev/null ||
-            cat "$bundle/kernels/common.cuh" "$bundle/kernels/combine.cu" "$bundle/kernels/mean.cu" >"$source"
+        cat "$here/kernels/common.cuh" "$here/kernels/fold.cu" "$here/kernels/mean.cu" >"$source" 2>/dev/null ||
+            cat "$bundle/kernels/common.cuh" "$bundle/kernels/fold.cu" "$bundle/kernels/mean.cu" >"$source"
         hardware_step nvcc-compile 60 nvcc -ptx -arch=compute_90 -o "$ptx" "$source"
         if [[ $mode == dry-run || -s "$ptx" ]]; then
             hardware_step nvcc-kernels 90 env RUCCL_CUDA_KERNELS="$ptx" "${binary[hardware]}" \
-                every_type_and_operation "${threads[@]}"
+                every_collective_algorithm_type_and_operation "${threads[@]}"
         else
             record nvcc-kernels "skipped (nvcc produced no PTX)" 0
         fi
@@ -468,8 +513,8 @@ check() {
     fi
     local nccl=()
     ((gpus >= 2)) && nccl=(--nccl)
-    hardware_step perf-all-types 90 "${binary[ruccl-cuda-perf]}" --require-gpu -d all -o all -b 4 -e 4M \
-        -f 64 -n 3 -w 1 "${nccl[@]}"
+    hardware_step perf-all-types 90 "${binary[ruccl-perf]}" --backend cuda --require-gpu -d all -o all \
+        -b 4 -e 4M -f 64 -n 3 -w 1 "${nccl[@]}"
     completed=1
     exit 0 # the EXIT trap prints the summary and sets the status
 }

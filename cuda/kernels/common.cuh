@@ -1,6 +1,6 @@
 // ruccl-cuda kernels, part 1 of 3: element types and operators.
 //
-// The three parts (common.cuh, combine.cu, mean.cu) are concatenated, in that order, into one
+// The three parts (common.cuh, fold.cu, mean.cu) are concatenated, in that order, into one
 // translation unit: by the crate (src/kernels.rs, for NVRTC at run time) and by
 // scripts/gen-ptx.sh (for the PTX shipped in kernels/ruccl_kernels.ptx). They include no header,
 // so NVRTC (which has no include path here) and nvcc compile exactly the same text.

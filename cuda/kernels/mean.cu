@@ -1,15 +1,17 @@
 // ruccl-cuda kernels, part 3 of 3: mean, the final scaling of ReduceOperation::Mean.
 //
 // ruccl_mean_<type>(data, n, world): data[i] = data[i] / world, computed as
-// - floating types: data[i] * (1 / world), the reciprocal in the compute type (f32 for f16 and
-//   bf16, f64 for f64), one rounding of the product back to storage;
+// - floating types: one IEEE division in the compute type (f32 for f16 and bf16, f64 for f64),
+//   correctly rounded (NVRTC and nvcc divide with --prec-div=true unless told otherwise, and the
+//   crate never tells them otherwise), then one rounding back to storage — what the simulated
+//   device's reference computes, so Mean agrees with it bit for bit;
 // - integers: truncating division (toward zero), as C, Rust's `/` and NCCL's ncclAvg do.
 
 __device__ __forceinline__ float ruccl_scale(float v, unsigned int world) {
-    return v * (1.0f / (float)world);
+    return v / (float)world;
 }
 __device__ __forceinline__ double ruccl_scale(double v, unsigned int world) {
-    return v * (1.0 / (double)world);
+    return v / (double)world;
 }
 __device__ __forceinline__ int ruccl_scale(int v, unsigned int world) {
     return v / (int)world;

@@ -20,15 +20,22 @@
 //! returned; they are put back into the context (cudarc's deferred error) and surface on its
 //! next call, the earliest first.
 //!
+//! # Pooled buffers
+//! A buffer taken from a logical device's pool (`cache.rs`) keeps a weak link to it: dropping
+//! it hands the allocation back to the pool (no wait, no free; `cache.rs` says why that is
+//! safe) while the pool lives, and frees it as above otherwise — or when the pool's budget
+//! cannot keep it.
+//!
 //! # Bounds
 //! Every address handed to a copy or kernel comes from [`DeviceBuffer::span`], which checks the
 //! byte range against the buffer in every build and returns [`CudaError::BufferOverrun`].
 
+use crate::cache::Pool;
 use crate::context::{SavedContext, Scoped, bind, complete};
 use crate::error::{CudaError, DriverResultExt, Result};
 use cudarc::driver::{CudaContext, CudaStream, result};
 use ruccl_core::DeviceId;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 /// An owned device allocation of `bytes` bytes in its owner stream's context. A zero-byte buffer
 /// allocates nothing (its address is 0, which is never dereferenced: zero-length copies and
@@ -38,6 +45,8 @@ pub(crate) struct DeviceBuffer {
     address: u64,
     bytes: usize,
     stream: Scoped<Arc<CudaStream>>,
+    /// The pool the allocation goes back to when released, if it came from one.
+    home: Option<Weak<Pool>>,
 }
 
 impl std::fmt::Debug for DeviceBuffer {
@@ -69,7 +78,14 @@ impl DeviceBuffer {
             address,
             bytes,
             stream: Scoped::new(Arc::clone(stream)),
+            home: None,
         })
+    }
+
+    /// This buffer, going back to `home` when released.
+    pub(crate) fn homed(mut self, home: Weak<Pool>) -> Self {
+        self.home = Some(home);
+        self
     }
 
     /// The device address of the first byte (0 for an empty buffer). Valid for `bytes()` bytes.
@@ -102,6 +118,19 @@ impl DeviceBuffer {
 impl Drop for DeviceBuffer {
     fn drop(&mut self) {
         if self.address == 0 {
+            return;
+        }
+        if let Some(pool) = self.home.take().and_then(|home| home.upgrade()) {
+            // Hand the allocation over to a buffer the pool keeps (unlinked, so that its own
+            // release is a free), and leave this one empty.
+            let kept = DeviceBuffer {
+                address: self.address,
+                bytes: self.bytes,
+                stream: Scoped::new(Arc::clone(&self.stream)),
+                home: None,
+            };
+            self.address = 0;
+            pool.give(kept);
             return;
         }
         let _restore = SavedContext::save();
@@ -184,14 +213,15 @@ pub(crate) unsafe fn copy_async(
     }
 }
 
-/// A new buffer on `stream` holding `bytes`, copied from the host; returns once the copy has
-/// completed. The caller has saved the thread's context.
+#[cfg(feature = "harness")]
+/// Fill `buffer` (of exactly `bytes.len()` bytes, owned by `stream`) with `bytes` from the host;
+/// returns once the copy has completed. The caller has saved the thread's context.
 pub(crate) fn upload_bytes(
+    buffer: DeviceBuffer,
     stream: &Arc<CudaStream>,
     bytes: &[u8],
     device: DeviceId,
 ) -> Result<DeviceBuffer> {
-    let buffer = DeviceBuffer::alloc(stream, bytes.len(), device)?;
     if bytes.is_empty() {
         return Ok(buffer);
     }
@@ -200,8 +230,9 @@ pub(crate) fn upload_bytes(
         .context()
         .bind_to_thread()
         .during("cuCtxSetCurrent", Some(device))?;
-    // SAFETY: the destination was just allocated with exactly `bytes.len()` bytes in this
-    // context (current: bound above) and nothing else references it yet. The host slice is
+    // SAFETY: the destination holds exactly `bytes.len()` bytes in this context (checked by
+    // `span`; current: bound above), and it is owned here: no other value references it, and any
+    // earlier use of it is queued on this same stream, before the copy. The host slice is
     // borrowed for this whole function, which waits for the copy below (a wait that is never
     // skipped) before returning on any path after this point.
     let queued = unsafe { result::memcpy_htod_async(destination, bytes, stream.cu_stream()) }
@@ -212,6 +243,7 @@ pub(crate) fn upload_bytes(
     Ok(buffer)
 }
 
+#[cfg(feature = "harness")]
 /// The contents of `buffer`, copied to the host after all work queued on its owner stream.
 /// The caller has saved the thread's context.
 pub(crate) fn download_bytes(buffer: &DeviceBuffer, device: DeviceId) -> Result<Vec<u8>> {

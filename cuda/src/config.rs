@@ -1,6 +1,8 @@
-//! [`CudaConfig`]: how the executor sets itself up (kernels, contexts, peer access).
+//! [`CudaConfig`]: how the executor sets itself up (kernels, contexts, peer access) and runs
+//! (in place or not, how much idle device memory it keeps, the link model it reports).
 
 use crate::kernels::KernelSource;
+use ruccl_core::{LinkModel, Links};
 
 /// Whether logical devices that share a GPU also get separate CUDA contexts.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -40,7 +42,7 @@ pub fn hardware_required() -> bool {
 /// The executor's configuration. `CudaConfig::default()` is what [`CudaCollective::new`] uses.
 ///
 /// [`CudaCollective::new`]: crate::CudaCollective::new
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 #[non_exhaustive]
 pub struct CudaConfig {
     /// Where the kernels' PTX comes from.
@@ -49,7 +51,27 @@ pub struct CudaConfig {
     pub contexts: ContextPolicy,
     /// Whether to enable peer access between contexts on different GPUs that support it.
     pub peer_access: bool,
+    /// In place (the default): where a plan's working buffer is exactly a rank's input
+    /// (all-reduce, reduce-scatter, broadcast), `begin` works in the input's own allocation and
+    /// copies nothing. Out of place (`false`): every generation copies each input into a working
+    /// buffer of its own and leaves the input untouched — what nccl-tests calls out-of-place,
+    /// for the perf tool's second column.
+    pub in_place: bool,
+    /// The most bytes of idle device memory each logical device keeps for later generations
+    /// (working buffers, scratch, staging, dropped tensors; see `cache.rs`). `0` keeps none:
+    /// every buffer is freed when released.
+    pub cache_bytes: usize,
+    /// The α–β model `Algorithm::Auto` prices plans with; `None` for the executor's estimate
+    /// ([`CudaConfig::estimated_link_model`]).
+    pub link_model: Option<LinkModel>,
 }
+
+/// The default of [`CudaConfig::cache_bytes`]: 2 GiB of idle buffers per logical device.
+pub const DEFAULT_CACHE_BYTES: usize = 2 << 30;
+
+/// The environment variable [`CudaConfig::from_env`] reads for [`CudaConfig::in_place`]
+/// (`0` for out of place).
+pub const IN_PLACE_ENV: &str = "RUCCL_CUDA_IN_PLACE";
 
 impl Default for CudaConfig {
     fn default() -> Self {
@@ -57,22 +79,49 @@ impl Default for CudaConfig {
             kernels: KernelSource::default(),
             contexts: ContextPolicy::default(),
             peer_access: true,
+            in_place: true,
+            cache_bytes: DEFAULT_CACHE_BYTES,
+            link_model: None,
         }
     }
 }
 
 impl CudaConfig {
     /// The default configuration, overridden by `RUCCL_CUDA_KERNELS` (`embedded`, `nvrtc` or a
-    /// PTX path) and `RUCCL_CUDA_CONTEXTS` (`separate` or `shared`) where they are set. Under
+    /// PTX path), `RUCCL_CUDA_CONTEXTS` (`separate` or `shared`) and `RUCCL_CUDA_IN_PLACE`
+    /// (`0` for out of place) where they are set. Under
     /// [`REQUIRE_HARDWARE_ENV`] separate contexts are required ([`ContextPolicy::Separate`]):
     /// a refused context fails construction instead of falling back.
     pub fn from_env() -> Self {
         let contexts = std::env::var(ContextPolicy::ENV).ok();
-        Self::from_settings(
+        let mut config = Self::from_settings(
             KernelSource::from_env(),
             contexts.as_deref(),
             hardware_required(),
-        )
+        );
+        if std::env::var(IN_PLACE_ENV).is_ok_and(|value| value.trim() == "0") {
+            config.in_place = false;
+        }
+        config
+    }
+
+    /// The executor's α–β estimate for an H200-class machine, until measured: α = 10 µs per
+    /// step (a step queues its copies, event records and waits and, when combining, a fold
+    /// launch on every rank's stream; each costs a few µs of host and device latency), β = 300
+    /// GB/s on each rank's port ([`Links::PerRank`]: one full-duplex NVLink 4 port is 450 GB/s
+    /// per direction, of which peer copies reach about two thirds; logical ranks sharing one
+    /// GPU copy through its HBM at a similar or higher rate). An estimate, not a measurement:
+    /// the perf tool's busbw column, against the device-to-device copy bandwidth measured in
+    /// the same run ([`CudaCollective::copy_bandwidth`]), is what should replace it.
+    ///
+    /// [`CudaCollective::copy_bandwidth`]: crate::CudaCollective::copy_bandwidth
+    pub fn estimated_link_model() -> LinkModel {
+        LinkModel::new(10e-6, 300e9, Links::PerRank).unwrap_or_default()
+    }
+
+    /// The link model the executor reports: [`CudaConfig::link_model`], or the estimate.
+    pub fn effective_link_model(&self) -> LinkModel {
+        self.link_model.unwrap_or_else(Self::estimated_link_model)
     }
 
     /// [`CudaConfig::from_env`] with the environment's values passed in.
@@ -113,6 +162,25 @@ impl CudaConfig {
         self.peer_access = peer_access;
         self
     }
+
+    /// This configuration in place (`true`) or out of place (`false`); see
+    /// [`CudaConfig::in_place`].
+    pub fn with_in_place(mut self, in_place: bool) -> Self {
+        self.in_place = in_place;
+        self
+    }
+
+    /// This configuration keeping at most `bytes` of idle buffers per logical device.
+    pub fn with_cache_bytes(mut self, bytes: usize) -> Self {
+        self.cache_bytes = bytes;
+        self
+    }
+
+    /// This configuration reporting `model` as its link model (e.g. one measured on the machine).
+    pub fn with_link_model(mut self, model: LinkModel) -> Self {
+        self.link_model = Some(model);
+        self
+    }
 }
 
 #[cfg(test)]
@@ -120,11 +188,28 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_default_uses_embedded_ptx_separate_contexts_and_peer_access() {
+    fn the_default_uses_embedded_ptx_separate_contexts_peer_access_in_place_and_a_cache() {
         let config = CudaConfig::default();
         assert_eq!(config.kernels, KernelSource::Embedded);
         assert_eq!(config.contexts, ContextPolicy::SeparateWhereAllowed);
         assert!(config.peer_access);
+        assert!(config.in_place);
+        assert_eq!(config.cache_bytes, DEFAULT_CACHE_BYTES);
+        assert_eq!(config.link_model, None);
+    }
+
+    #[test]
+    fn the_link_model_is_the_estimate_unless_one_is_given() {
+        let estimate = CudaConfig::estimated_link_model();
+        assert_eq!(estimate.links(), Links::PerRank);
+        assert!(
+            estimate.beta() > LinkModel::default().beta(),
+            "NVLink beats PCIe"
+        );
+        assert_eq!(CudaConfig::default().effective_link_model(), estimate);
+        let measured = LinkModel::new(7e-6, 123e9, Links::PerRank).expect("a valid model");
+        let config = CudaConfig::default().with_link_model(measured);
+        assert_eq!(config.effective_link_model(), measured);
     }
 
     #[test]
@@ -145,9 +230,13 @@ mod tests {
         let config = CudaConfig::default()
             .with_kernels(KernelSource::Nvrtc)
             .with_contexts(ContextPolicy::SharedPrimary)
-            .with_peer_access(false);
+            .with_peer_access(false)
+            .with_in_place(false)
+            .with_cache_bytes(0);
         assert_eq!(config.kernels, KernelSource::Nvrtc);
         assert_eq!(config.contexts, ContextPolicy::SharedPrimary);
         assert!(!config.peer_access);
+        assert!(!config.in_place);
+        assert_eq!(config.cache_bytes, 0);
     }
 }

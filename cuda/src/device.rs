@@ -1,31 +1,41 @@
 //! [`CudaCollective`]: the CUDA executor, and its [`NativeCollectiveDevice`] implementation.
 //!
-//! | method     | what it queues (rank `r`'s work on its stream `S_r`)                             |
-//! |------------|-----------------------------------------------------------------------------------|
-//! | `prepare`  | records `ready` on the tensor's producer stream (no copy, no host wait)           |
-//! | `begin`    | `S_r` waits `ready`; clones the input into a new output; takes scratch; records `free` |
-//! | `exchange` | peer copies, then combine kernels or copies (see `exchange.rs`)                   |
-//! | `finish`   | the Mean kernel; then completes every `S_r` and checks for asynchronous errors     |
+//! | method     | what it does (rank `r`'s work is queued on its stream `S_r`)                      |
+//! |------------|------------------------------------------------------------------------------------|
+//! | `prepare`  | checks the tensor's device; captures its producer stream if it is not `S_r`       |
+//! | `describe` | the tensor's length and element type                                               |
+//! | `begin`    | checks everything first; then per rank: the working buffer — the input itself (in place) or one from the pool holding the input at its placement (one copy) —, scratch and staging sized for the plan's largest step, two events |
+//! | `exchange` | staging copies, a peer copy per transfer, a fold per (receiver, segment) (`exchange.rs`) |
+//! | `finish`   | the Mean division on each output range; output copies where a rank's output is part of its buffer; completes every `S_r` and checks for asynchronous errors; the outputs, in rank order |
+//!
+//! Device memory comes from each logical device's pool and goes back to it (`cache.rs`): from
+//! the second generation of a shape on, nothing is allocated.
 //!
 //! Every entry point (these four, construction, [`CudaCollective::synchronize`] and the
 //! harnesses' upload and download) saves the calling thread's current context first and
 //! restores it on return, on every path: the executor never leaves its contexts current on a
 //! caller's thread (`context.rs`).
 
-use crate::buffer::{self, DeviceBuffer, copy_async};
+#[cfg(feature = "harness")]
+use crate::buffer;
+use crate::buffer::copy_async;
+use crate::cache::CacheStats;
 use crate::config::CudaConfig;
-use crate::context::{SavedContext, complete};
+use crate::context::{SavedContext, Scoped, complete};
 use crate::error::{CudaError, DriverResultExt, Result};
-use crate::kernels::{CombineOp, check_ptx_isa};
+use crate::kernels::{check_ptx_isa, supports};
 use crate::lane::{Lane, build_lanes, lane_of};
 use crate::mapping::DeviceMap;
 use crate::probe::{DriverInfo, probe};
+use crate::schedule::generation_buffers;
 use crate::tensor::{CudaPrepared, CudaTensor};
 use crate::topology::Topology;
 use crate::work::{CudaWork, RankWork};
 use cudarc::driver::CudaStream;
-use ruccl_core::ElementType;
-use ruccl_core::{DeviceId, NativeCollectiveDevice, ReduceOperation};
+use ruccl_core::{
+    DeviceId, ElementType, LinkModel, NativeCollectiveDevice, Plan, ReduceOperation, Step,
+    TensorInfo,
+};
 use std::collections::BTreeMap;
 use std::fmt;
 use std::ops::Range;
@@ -44,6 +54,7 @@ pub struct CudaCollective {
 struct Shared {
     driver: DriverInfo,
     map: DeviceMap,
+    config: CudaConfig,
     lanes: BTreeMap<DeviceId, Arc<Lane>>,
     topology: Topology,
 }
@@ -68,6 +79,7 @@ impl CudaCollective {
             shared: Arc::new(Shared {
                 driver,
                 map,
+                config,
                 lanes,
                 topology,
             }),
@@ -87,6 +99,32 @@ impl CudaCollective {
     /// The logical devices, in increasing order.
     pub fn devices(&self) -> Vec<DeviceId> {
         self.shared.map.devices().collect()
+    }
+
+    /// The configuration it was built with.
+    pub fn config(&self) -> &CudaConfig {
+        &self.shared.config
+    }
+
+    /// Whether `begin` works in the inputs' own allocations where the plan allows
+    /// ([`CudaConfig::in_place`]).
+    pub fn in_place(&self) -> bool {
+        self.shared.config.in_place
+    }
+
+    /// What `device`'s buffer cache has done so far and holds now (`cache.rs`): after the first
+    /// generation of a shape, further generations of it add hits and no misses.
+    pub fn cache_stats(&self, device: DeviceId) -> Result<CacheStats> {
+        Ok(self.lane(device)?.pool.stats())
+    }
+
+    /// Free every idle cached buffer of every logical device (each after its stream is
+    /// complete). Buffers in use stay; they return to the cache when released.
+    pub fn trim_caches(&self) {
+        let _restore = SavedContext::save();
+        for lane in self.shared.lanes.values() {
+            lane.pool.trim();
+        }
     }
 
     /// Contexts and peer links, as set up.
@@ -111,6 +149,7 @@ impl CudaCollective {
 
     /// A new tensor on `device` holding `bytes` (`len` elements of `element_type`, as they lie
     /// in device memory), copied from the host; returns once the copy is complete. For harnesses.
+    #[cfg(feature = "harness")]
     pub(crate) fn upload_bytes(
         &self,
         device: DeviceId,
@@ -120,11 +159,13 @@ impl CudaCollective {
     ) -> Result<CudaTensor> {
         let lane = self.lane(device)?;
         let _restore = SavedContext::save();
-        let buffer = buffer::upload_bytes(&lane.stream, bytes, device)?;
+        let buffer = lane.take_buffer(bytes.len())?;
+        let buffer = buffer::upload_bytes(buffer, &lane.stream, bytes, device)?;
         CudaTensor::from_buffer(buffer, element_type, len, device, lane.ordinal)
     }
 
     /// A tensor's bytes, copied to the host after all work queued on its stream. For harnesses.
+    #[cfg(feature = "harness")]
     pub(crate) fn download_bytes(&self, tensor: &CudaTensor) -> Result<Vec<u8>> {
         let _restore = SavedContext::save();
         buffer::download_bytes(tensor.buffer(), tensor.device())
@@ -132,6 +173,11 @@ impl CudaCollective {
 
     pub(crate) fn lane(&self, device: DeviceId) -> Result<&Arc<Lane>> {
         lane_of(&self.shared.lanes, device)
+    }
+
+    /// Every lane, in device order.
+    pub(crate) fn lanes(&self) -> impl Iterator<Item = &Arc<Lane>> {
+        self.shared.lanes.values()
     }
 
     /// The lane of `device`, checked to be on the GPU a tensor's memory is on.
@@ -170,19 +216,13 @@ impl fmt::Debug for CudaCollective {
     }
 }
 
-/// Check a generation's shapes: one input per device, at least one rank, and every input of rank
-/// 0's element type and length. Returns that type and length.
+/// Check a generation's inputs against the plan's input length: at least one rank, every
+/// input of rank 0's element type and of `input_len` elements. Returns the element type.
 pub(crate) fn validate_shapes(
-    devices: usize,
+    input_len: usize,
     inputs: &[(ElementType, usize)],
-) -> Result<(ElementType, usize)> {
-    if devices != inputs.len() {
-        return Err(CudaError::WorldMismatch {
-            devices,
-            inputs: inputs.len(),
-        });
-    }
-    let Some(&(element_type, len)) = inputs.first() else {
+) -> Result<ElementType> {
+    let Some(&(element_type, _)) = inputs.first() else {
         return Err(CudaError::EmptyWorld);
     };
     for (rank, &(actual_type, actual_len)) in inputs.iter().enumerate() {
@@ -193,18 +233,47 @@ pub(crate) fn validate_shapes(
                 actual: actual_type,
             });
         }
-        if actual_len != len {
+        if actual_len != input_len {
             return Err(CudaError::LengthMismatch {
                 rank,
-                expected: len,
+                expected: input_len,
                 actual: actual_len,
             });
         }
     }
-    if len.checked_mul(element_type.size()).is_none() {
-        return Err(CudaError::TooLarge { len, element_type });
+    Ok(element_type)
+}
+
+/// Check that every rank's input and output lie within its working buffer, and that the buffer's
+/// size in bytes fits the address space. Returns the buffer's size in bytes.
+pub(crate) fn validate_layout(plan: &Plan, element_type: ElementType) -> Result<usize> {
+    let (buffer_len, input_len) = (plan.buffer_len(), plan.input_len());
+    let out_of_bounds = |rank, what, range: Range<usize>| CudaError::LayoutOutOfBounds {
+        rank,
+        what,
+        range,
+        buffer_len,
+    };
+    for rank in 0..plan.world() {
+        let placement = plan.placement(rank);
+        let input = placement..placement.saturating_add(input_len);
+        if placement
+            .checked_add(input_len)
+            .is_none_or(|end| end > buffer_len)
+        {
+            return Err(out_of_bounds(rank, "input", input));
+        }
+        let output = plan.output(rank);
+        if output.start > output.end || output.end > buffer_len {
+            return Err(out_of_bounds(rank, "output", output));
+        }
     }
-    Ok((element_type, len))
+    buffer_len
+        .checked_mul(element_type.size())
+        .ok_or(CudaError::TooLarge {
+            len: buffer_len,
+            element_type,
+        })
 }
 
 impl NativeCollectiveDevice for CudaCollective {
@@ -214,163 +283,234 @@ impl NativeCollectiveDevice for CudaCollective {
     type Error = CudaError;
 
     fn prepare(&self, tensor: CudaTensor, device: DeviceId) -> Result<CudaPrepared> {
-        self.lane_for(None, device, &tensor)?;
+        let lane = self.lane_for(None, device, &tensor)?;
+        if Arc::ptr_eq(tensor.stream(), &lane.stream) {
+            // The collective is queued on the producer stream itself: stream order is the
+            // capture, and no event is needed.
+            return Ok(CudaPrepared::new(tensor, None));
+        }
         let _restore = SavedContext::save();
         let ready = tensor
             .stream()
             .record_event(None)
             .during("cuEventRecord (producer)", Some(device))?;
-        Ok(CudaPrepared::new(tensor, ready))
+        Ok(CudaPrepared::new(tensor, Some(Scoped::new(ready))))
+    }
+
+    fn describe(&self, input: &CudaPrepared) -> TensorInfo {
+        TensorInfo {
+            len: input.tensor().len(),
+            element: input.tensor().element_type(),
+        }
     }
 
     fn begin(
         &self,
         devices: &[DeviceId],
-        inputs: &[CudaPrepared],
-        operation: ReduceOperation,
+        inputs: Vec<CudaPrepared>,
+        plan: &Plan,
     ) -> Result<CudaWork> {
+        let world = plan.world();
+        if devices.len() != world || inputs.len() != world {
+            return Err(CudaError::WorldMismatch {
+                devices: devices.len(),
+                inputs: inputs.len(),
+                world,
+            });
+        }
+        // Every check before anything is queued.
         let shapes: Vec<_> = inputs
             .iter()
             .map(|input| (input.tensor().element_type(), input.tensor().len()))
             .collect();
-        let (element_type, len) = validate_shapes(devices.len(), &shapes)?;
-        // Every check before anything is queued.
+        let element_type = validate_shapes(plan.input_len(), &shapes)?;
+        let operation = plan.collective().operation();
+        if let Some(operation) = operation {
+            if !supports(element_type, operation) {
+                return Err(CudaError::Unsupported {
+                    element_type,
+                    operation,
+                });
+            }
+        }
         let lanes = devices
             .iter()
-            .zip(inputs)
+            .zip(&inputs)
             .enumerate()
             .map(|(rank, (&device, input))| {
                 self.lane_for(Some(rank), device, input.tensor()).cloned()
             })
             .collect::<Result<Vec<_>>>()?;
+        let buffer_bytes = validate_layout(plan, element_type)?;
+        let needs = generation_buffers(plan, element_type, self.in_place())?;
         let size = element_type.size();
-        let bytes = len * size; // validate_shapes checked it does not overflow
-        let scratch_bytes = len.div_ceil(devices.len()) * size;
+        let input_bytes = plan.input_len() * size; // within the buffer: checked above
         let _restore = SavedContext::save();
 
         let mut work = CudaWork {
-            ranks: Vec::with_capacity(devices.len()),
+            ranks: Vec::with_capacity(world),
             element_type,
-            len,
-            op: CombineOp::of(operation),
+            operation,
+            buffer_len: plan.buffer_len(),
+            in_place: true,
             synchronized: false,
         };
-        // On an error below, `work` (and any buffer not yet in it) drops, completing the streams
-        // that already have work queued before anything is freed.
-        for (lane, input) in lanes.into_iter().zip(inputs) {
+        // On an error below, `work` drops, completing the streams that already have work queued
+        // before anything is released; inputs not yet taken return to their pools untouched.
+        for (rank, ((lane, input), need)) in lanes.into_iter().zip(inputs).zip(needs).enumerate() {
             let (stream, device) = (&lane.stream, lane.device);
-            stream
-                .wait(input.ready())
-                .during("cuStreamWaitEvent (producer)", Some(device))?;
-            let output = DeviceBuffer::alloc(stream, bytes, device)?;
-            // SAFETY: distinct allocations (`copy_async` checks both hold `bytes` bytes); the
-            // input's producer work is complete before the copy (S_r waited `ready`), and nothing
-            // writes the new output until later steps queued after this copy on S_r. The input
-            // lives until after `finish`, which completes S_r.
-            unsafe {
-                copy_async(
-                    (&output, 0),
-                    (input.tensor().buffer(), 0),
-                    bytes,
-                    stream,
-                    device,
-                )?;
+            let (tensor, ready) = input.into_parts();
+            if let Some(ready) = ready {
+                stream
+                    .wait(&ready)
+                    .during("cuStreamWaitEvent (producer)", Some(device))?;
             }
-            let scratch = lane.take_scratch(scratch_bytes)?;
-            let sent = lane
-                .context()
-                .new_event(None)
-                .during("cuEventCreate", Some(device))?;
-            let free = lane
-                .context()
-                .new_event(None)
-                .during("cuEventCreate", Some(device))?;
-            free.record(stream)
-                .during("cuEventRecord (scratch free)", Some(device))?;
-            work.ranks.push(RankWork {
+            let placement = plan.placement(rank);
+            // A tensor of another executor over the same GPUs can live in another context, where
+            // this lane's kernels cannot reach it: such an input is copied, never worked in.
+            let foreign = tensor.context_handle() != lane.context().cu_ctx();
+            let working = match need.working {
+                None if foreign => Some(buffer_bytes),
+                other => other,
+            };
+            let (buffer, input) = match working {
+                None => (tensor.into_buffer(), None),
+                Some(bytes) => (lane.take_buffer(bytes)?, Some(tensor.into_buffer())),
+            };
+            let state = RankWork {
+                scratch: lane.take_buffer(need.scratch)?,
+                staging: lane.take_buffer(need.staging)?,
+                begun: Some(lane.take_event()?),
+                sent: Some(lane.take_event()?),
                 lane,
-                output: Some(output),
-                scratch: Some(scratch),
+                buffer: Some(buffer),
+                input,
+                output: None,
                 retired: Vec::new(),
-                sent,
-                free,
-            });
+            };
+            work.ranks.push(state);
+            let Some(state) = work.ranks.last() else {
+                return Err(CudaError::WorkFinished);
+            };
+            if let Some(input) = &state.input {
+                work.in_place = false;
+                // SAFETY: distinct allocations (`copy_async` checks the input holds
+                // `input_bytes` and the working buffer `placement * size + input_bytes`); the
+                // input's producer work precedes the copy on this stream (it is the producer
+                // stream, or waited `ready`), and every later access of the working buffer is
+                // queued after this copy on `S_r` or waits `begun`, recorded after it
+                // (`exchange.rs`). The input stays in the work until the streams are complete.
+                unsafe {
+                    copy_async(
+                        (state.buffer()?, placement * size),
+                        (input, 0),
+                        input_bytes,
+                        &state.lane.stream,
+                        state.lane.device,
+                    )?;
+                }
+            }
         }
         Ok(work)
     }
 
-    fn elements(&self, work: &CudaWork) -> usize {
-        work.len
+    fn exchange(&self, work: &mut CudaWork, step: &Step) -> Result<()> {
+        let _restore = SavedContext::save();
+        crate::exchange::exchange(work, step)
     }
 
-    fn exchange(&self, work: &mut CudaWork, ranges: &[Range<usize>], reduce: bool) -> Result<()> {
-        let _restore = SavedContext::save();
-        crate::exchange::exchange(work, ranges, reduce)
-    }
-
-    fn finish(&self, mut work: CudaWork, operation: ReduceOperation) -> Result<Vec<CudaTensor>> {
-        let _restore = SavedContext::save();
+    fn finish(&self, mut work: CudaWork, plan: &Plan) -> Result<Vec<CudaTensor>> {
         let world = work.world();
-        let bytes = work.len * work.element_type.size(); // checked by `begin`
-        if operation == ReduceOperation::Mean && world > 1 {
+        if plan.world() != world || plan.buffer_len() != work.buffer_len {
+            return Err(CudaError::PlanMismatch {
+                expected: world,
+                expected_len: work.buffer_len,
+                actual: plan.world(),
+                actual_len: plan.buffer_len(),
+            });
+        }
+        validate_layout(plan, work.element_type)?;
+        let _restore = SavedContext::save();
+        let (element_type, size) = (work.element_type, work.element_type.size());
+        if work.operation == Some(ReduceOperation::Mean) && world > 1 {
             let world_arg = u32::try_from(world).map_err(|_| CudaError::WorldTooLarge { world })?;
-            for rank in &work.ranks {
-                let output = rank.output.as_ref().ok_or(CudaError::WorkFinished)?;
-                let data = output.span(0, bytes)?;
-                // SAFETY: `data` is checked to hold `work.len` elements of the work's type, in
-                // this lane's context; the kernel is queued on the lane's stream after every
-                // earlier step's write of it, and nothing else touches it before the
+            for (rank, state) in work.ranks.iter().enumerate() {
+                let output = plan.output(rank);
+                let data = state
+                    .buffer()?
+                    .span(output.start * size, output.len() * size)?;
+                // SAFETY: `data` is checked to hold `output.len()` elements of the work's type
+                // in this rank's working buffer, in this lane's context; the kernel is queued on
+                // the lane's stream, where every earlier step's write of the buffer is ordered
+                // before it (`exchange.rs`, 3), and nothing else touches it before the
                 // synchronisation below.
                 unsafe {
-                    rank.lane.kernels.mean(
-                        &rank.lane.stream,
-                        rank.lane.device,
-                        work.element_type,
+                    state.lane.kernels.mean(
+                        &state.lane.stream,
+                        state.lane.device,
+                        element_type,
                         data,
-                        work.len,
+                        output.len(),
                         world_arg,
                     )?;
                 }
             }
         }
+        // A rank whose output is part of its buffer (reduce-scatter) gets a copy of that part.
+        for (rank, state) in work.ranks.iter_mut().enumerate() {
+            let output = plan.output(rank);
+            if output == (0..work.buffer_len) {
+                continue;
+            }
+            let copy = state.lane.take_buffer(output.len() * size)?;
+            // SAFETY: distinct allocations, both ranges checked by `copy_async`; queued on the
+            // rank's stream after every write of its buffer (`exchange.rs`, 3) and completed by
+            // the synchronisation below before the copy is handed out.
+            unsafe {
+                copy_async(
+                    (&copy, 0),
+                    (state.buffer()?, output.start * size),
+                    output.len() * size,
+                    &state.lane.stream,
+                    state.lane.device,
+                )?;
+            }
+            state.output = Some(copy);
+        }
         work.synchronize()?;
         let mut outputs = Vec::with_capacity(world);
-        for rank in &mut work.ranks {
-            let output = rank.output.take().ok_or(CudaError::WorkFinished)?;
+        for (rank, state) in work.ranks.iter_mut().enumerate() {
+            let buffer = match state.output.take() {
+                Some(copy) => copy,
+                None => state.buffer.take().ok_or(CudaError::WorkFinished)?,
+            };
             outputs.push(CudaTensor::from_buffer(
-                output,
-                work.element_type,
-                work.len,
-                rank.lane.device,
-                rank.lane.ordinal,
+                buffer,
+                element_type,
+                plan.output(rank).len(),
+                state.lane.device,
+                state.lane.ordinal,
             )?);
-            if let Some(scratch) = rank.scratch.take() {
-                rank.lane.return_scratch(scratch);
-            }
         }
+        // The work drops here: scratch, staging, consumed inputs and working buffers not handed
+        // out return to their pools, the events to their lanes.
         Ok(outputs)
+    }
+
+    fn link_model(&self) -> LinkModel {
+        self.shared.config.effective_link_model()
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn begin_rejects_a_device_count_that_differs_from_the_inputs() {
-        assert!(matches!(
-            validate_shapes(3, &[(ElementType::F32, 4); 2]),
-            Err(CudaError::WorldMismatch {
-                devices: 3,
-                inputs: 2
-            })
-        ));
-    }
+    use ruccl_core::{Algorithm, Collective};
 
     #[test]
     fn begin_rejects_an_empty_world() {
         assert!(matches!(
-            validate_shapes(0, &[]),
+            validate_shapes(4, &[]),
             Err(CudaError::EmptyWorld)
         ));
     }
@@ -383,7 +523,7 @@ mod tests {
             (ElementType::F16, 8),
         ];
         assert!(matches!(
-            validate_shapes(3, &inputs),
+            validate_shapes(8, &inputs),
             Err(CudaError::ElementTypeMismatch {
                 rank: 2,
                 expected: ElementType::BF16,
@@ -392,29 +532,51 @@ mod tests {
         ));
         let inputs = [(ElementType::I64, 8), (ElementType::I64, 7)];
         assert!(matches!(
-            validate_shapes(2, &inputs),
+            validate_shapes(8, &inputs),
             Err(CudaError::LengthMismatch {
                 rank: 1,
                 expected: 8,
                 actual: 7
             })
         ));
+        // Every rank is held to the plan's length, rank 0 included.
+        assert!(matches!(
+            validate_shapes(9, &inputs),
+            Err(CudaError::LengthMismatch { rank: 0, .. })
+        ));
     }
 
     #[test]
     fn begin_accepts_matching_shapes_including_empty_tensors() {
         let inputs = [(ElementType::I32, 0); 4];
-        assert_eq!(
-            validate_shapes(4, &inputs).ok(),
-            Some((ElementType::I32, 0))
-        );
+        assert_eq!(validate_shapes(0, &inputs).ok(), Some(ElementType::I32));
     }
 
     #[test]
-    fn begin_rejects_tensors_whose_byte_size_overflows() {
-        let inputs = [(ElementType::F64, usize::MAX / 4)];
+    fn every_built_in_layout_fits_its_buffers_and_sizes_them_in_bytes() {
+        for collective in [
+            Collective::AllReduce(ReduceOperation::Sum),
+            Collective::ReduceScatter(ReduceOperation::Max),
+            Collective::AllGather,
+            Collective::Broadcast { root: 2 },
+        ] {
+            let plan = Plan::new(collective, Algorithm::Ring, 4, 16).expect("a plan");
+            let bytes = validate_layout(&plan, ElementType::F64).expect("in bounds");
+            assert_eq!(bytes, plan.buffer_len() * 8, "{collective}");
+        }
+    }
+
+    #[test]
+    fn a_layout_whose_bytes_overflow_is_too_large() {
+        let plan = Plan::new(
+            Collective::AllReduce(ReduceOperation::Sum),
+            Algorithm::Direct,
+            1,
+            usize::MAX / 4,
+        )
+        .expect("a plan of one rank");
         assert!(matches!(
-            validate_shapes(1, &inputs),
+            validate_layout(&plan, ElementType::F64),
             Err(CudaError::TooLarge { .. })
         ));
     }

@@ -10,8 +10,7 @@
 use crate::mapping::DeviceMapError;
 use cudarc::driver::DriverError;
 use cudarc::driver::sys::CUresult;
-use ruccl_core::DeviceId;
-use ruccl_core::ElementType;
+use ruccl_core::{DeviceId, ElementType, ReduceOperation};
 use std::ops::Range;
 
 /// A failure of the CUDA executor.
@@ -151,24 +150,26 @@ pub enum CudaError {
     },
 
     /// `begin` was given no ranks.
-    #[error("an all-reduce needs at least one rank")]
+    #[error("a collective needs at least one rank")]
     EmptyWorld,
 
-    /// `begin` was given a different number of devices and inputs.
-    #[error("{devices} devices but {inputs} inputs")]
+    /// `begin` was given a different number of devices, inputs or plan ranks.
+    #[error("{devices} devices and {inputs} inputs for a plan of {world} ranks")]
     WorldMismatch {
         /// Number of devices.
         devices: usize,
         /// Number of prepared inputs.
         inputs: usize,
+        /// The plan's world.
+        world: usize,
     },
 
-    /// Ranks submitted tensors of different lengths.
-    #[error("rank {rank} has {actual} elements, rank 0 has {expected}")]
+    /// A rank's input has another length than the plan's input length.
+    #[error("rank {rank} has {actual} elements, the plan expects {expected}")]
     LengthMismatch {
         /// The first rank that differs.
         rank: usize,
-        /// Rank 0's length.
+        /// The plan's input length.
         expected: usize,
         /// This rank's length.
         actual: usize,
@@ -185,28 +186,113 @@ pub enum CudaError {
         actual: ElementType,
     },
 
-    /// `exchange` was given a number of ranges other than the world size.
-    #[error("{actual} ranges for a world of {expected}")]
-    RangeCount {
-        /// The world size.
-        expected: usize,
-        /// The number of ranges given.
-        actual: usize,
+    /// The executor has no kernel for this operation on this element type.
+    #[error("{operation} is not supported on {element_type} elements")]
+    Unsupported {
+        /// The element type.
+        element_type: ElementType,
+        /// The operation.
+        operation: ReduceOperation,
     },
 
-    /// A range in `exchange` reaches outside the tensors, or is reversed.
-    #[error("rank {rank}'s range {range:?} is not within 0..{len}")]
-    RangeOutOfBounds {
-        /// The sending rank.
+    /// A plan's layout puts a rank's input or output outside its working buffer.
+    #[error("rank {rank}'s {what} {range:?} is not within its {buffer_len}-element buffer")]
+    LayoutOutOfBounds {
+        /// The rank.
         rank: usize,
-        /// The range it was asked to send.
+        /// `input` or `output`.
+        what: &'static str,
+        /// The range.
         range: Range<usize>,
-        /// The tensors' length.
-        len: usize,
+        /// The buffer's length in elements.
+        buffer_len: usize,
+    },
+
+    /// A transfer names a rank outside the world, or the same rank at both ends.
+    #[error(
+        "transfer {transfer} of the step goes from rank {from} to rank {to} in a world of {world}"
+    )]
+    TransferRanks {
+        /// The transfer's index in the step.
+        transfer: usize,
+        /// Its sender.
+        from: usize,
+        /// Its receiver.
+        to: usize,
+        /// The world size.
+        world: usize,
+    },
+
+    /// A transfer's range reaches outside the working buffers, or is reversed.
+    #[error("transfer {transfer}'s range {range:?} is not within 0..{buffer_len}")]
+    TransferOutOfBounds {
+        /// The transfer's index in the step.
+        transfer: usize,
+        /// Its range.
+        range: Range<usize>,
+        /// The buffers' length in elements.
+        buffer_len: usize,
+    },
+
+    /// Two transfers of an overwriting step write the same element.
+    #[error("an overwriting step writes element {element} of rank {rank} twice")]
+    DoubleWrite {
+        /// The receiving rank.
+        rank: usize,
+        /// The first element written twice.
+        element: usize,
+    },
+
+    /// Two transfers of a combining step bring one sender's value to the same element.
+    #[error("a combining step brings rank {from}'s element {element} to rank {rank} twice")]
+    DuplicateSource {
+        /// The receiving rank.
+        rank: usize,
+        /// The first element reached twice.
+        element: usize,
+        /// The sender.
+        from: usize,
+    },
+
+    /// A fold kernel launch was given no sources, or more than it takes (a defect in this crate,
+    /// reported instead of folding fewer values).
+    #[error("a fold launch takes 1 to {max} sources, not {sources}")]
+    FoldSources {
+        /// The sources given.
+        sources: usize,
+        /// The most one launch takes.
+        max: usize,
+    },
+
+    /// A combining step was asked of a collective that has no operation to fold with (an
+    /// all-gather or broadcast plan; `verify` refuses such plans, so only a hand-made step can).
+    #[error("a combining step in a collective without a reduce operation")]
+    CombineWithoutOperation,
+
+    /// `finish` was given another plan than the generation began with.
+    #[error(
+        "finish was given a plan of {actual} ranks × {actual_len} elements, the generation began with {expected} × {expected_len}"
+    )]
+    PlanMismatch {
+        /// The world the generation began with.
+        expected: usize,
+        /// Its buffer length.
+        expected_len: usize,
+        /// The world of the plan given to `finish`.
+        actual: usize,
+        /// Its buffer length.
+        actual_len: usize,
+    },
+
+    /// No logical device of this executor runs on the GPU asked for.
+    #[error("no logical device of this executor runs on GPU {ordinal}")]
+    UnknownGpu {
+        /// The GPU ordinal asked for.
+        ordinal: usize,
     },
 
     /// A work was used after `finish` handed out its buffers (the core never does this).
-    #[error("this all-reduce's work was already finished")]
+    #[error("this collective's work was already finished")]
     WorkFinished,
 
     /// A device access would reach outside its buffer: a copy or kernel range past the end,

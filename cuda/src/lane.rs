@@ -1,7 +1,8 @@
-//! [`Lane`]: one logical device's CUDA resources — context, stream, kernels — and the setup of
-//! all lanes of a device map, including peer access between GPUs.
+//! [`Lane`]: one logical device's CUDA resources — context, stream, kernels, buffer pool, idle
+//! events — and the setup of all lanes of a device map, including peer access between GPUs.
 
 use crate::buffer::DeviceBuffer;
+use crate::cache::Pool;
 use crate::config::{ContextPolicy, CudaConfig};
 use crate::context::{Scoped, create_unpushed};
 use crate::error::{CudaError, DriverCode, DriverResultExt, Result};
@@ -9,7 +10,7 @@ use crate::kernels::Kernels;
 use crate::mapping::DeviceMap;
 use crate::topology::{ContextKind, LaneInfo, PeerLink, PeerStatus, Topology};
 use cudarc::driver::sys::{self, CUresult};
-use cudarc::driver::{CudaContext, CudaStream};
+use cudarc::driver::{CudaContext, CudaEvent, CudaStream};
 use ruccl_core::DeviceId;
 use std::collections::{BTreeMap, HashSet};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -24,9 +25,11 @@ pub(crate) struct Lane {
     pub(crate) stream: Scoped<Arc<CudaStream>>,
     /// The kernels, loaded in the stream's context (shared by lanes that share a context).
     pub(crate) kernels: Scoped<Arc<Kernels>>,
-    /// A scratch buffer kept between generations (taken by one generation at a time, returned
-    /// after its streams are complete), so steady-state all-reduces allocate no scratch.
-    scratch: Mutex<Option<DeviceBuffer>>,
+    /// Idle device buffers of this device, for later generations (`cache.rs`).
+    pub(crate) pool: Arc<Pool>,
+    /// Idle ordering events of this device's context, for later generations: a generation takes
+    /// two per rank and gives them back once its streams are complete.
+    events: Mutex<Vec<Scoped<CudaEvent>>>,
 }
 
 impl Lane {
@@ -35,32 +38,44 @@ impl Lane {
         self.stream.context()
     }
 
-    /// A scratch buffer of at least `bytes` bytes, owned by this lane's stream: the cached one if
-    /// it is big enough, else a new one.
-    pub(crate) fn take_scratch(&self, bytes: usize) -> Result<DeviceBuffer> {
-        let cached = self
-            .scratch
+    /// A buffer of exactly `bytes` bytes owned by this lane's stream, from its pool (cached or
+    /// newly allocated); it returns to the pool when released. The caller has saved the thread's
+    /// context.
+    pub(crate) fn take_buffer(&self, bytes: usize) -> Result<DeviceBuffer> {
+        self.pool.take(&self.stream, bytes, self.device)
+    }
+
+    /// An ordering event of this lane's context (timing disabled): an idle one, or a new one.
+    /// The caller has saved the thread's context.
+    pub(crate) fn take_event(&self) -> Result<Scoped<CudaEvent>> {
+        let idle = self
+            .events
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .take();
-        match cached {
-            Some(buffer) if buffer.bytes() >= bytes => Ok(buffer),
-            _ => DeviceBuffer::alloc(&self.stream, bytes, self.device),
+            .pop();
+        match idle {
+            Some(event) => Ok(event),
+            None => self
+                .context()
+                .new_event(None)
+                .map(Scoped::new)
+                .during("cuEventCreate", Some(self.device)),
         }
     }
 
-    /// Give a scratch buffer back for later generations. The caller has completed every stream
-    /// that used it. Keeps the larger of the cached and the returned buffer.
-    pub(crate) fn return_scratch(&self, buffer: DeviceBuffer) {
-        let mut cached = self.scratch.lock().unwrap_or_else(PoisonError::into_inner);
-        let keep_returned = cached
-            .as_ref()
-            .is_none_or(|current| current.bytes() < buffer.bytes());
-        if keep_returned {
-            *cached = Some(buffer);
+    /// Give back an event taken with [`Lane::take_event`]. The caller has completed every stream
+    /// that recorded or waited on it since it was taken.
+    pub(crate) fn give_event(&self, event: Scoped<CudaEvent>) {
+        let mut idle = self.events.lock().unwrap_or_else(PoisonError::into_inner);
+        if idle.len() < MAX_IDLE_EVENTS {
+            idle.push(event);
         }
     }
 }
+
+/// The most idle events a lane keeps (a generation takes two per rank; a few generations of
+/// several communicators over one executor fit).
+const MAX_IDLE_EVENTS: usize = 64;
 
 /// Create a lane per logical device of `map`, load the kernels (`ptx`) into every context, and
 /// enable peer access between contexts on different GPUs. The caller has saved the thread's
@@ -133,7 +148,8 @@ pub(crate) fn build_lanes(
                     ordinal,
                     stream: Scoped::new(stream),
                     kernels: Scoped::new(kernels),
-                    scratch: Mutex::new(None),
+                    pool: Pool::new(config.cache_bytes),
+                    events: Mutex::new(Vec::new()),
                 }),
             );
         }

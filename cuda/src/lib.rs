@@ -2,8 +2,10 @@
 //!
 //! The CUDA executor of ruCCL: a [`NativeCollectiveDevice`](ruccl_core::NativeCollectiveDevice)
 //! on real GPUs, through [cudarc](https://docs.rs/cudarc) 0.19 with CUDA 13.0 bindings loaded at
-//! run time. The verified core drives it; it only moves ranges between ring neighbours (peer
-//! copies) and combines elements locally (kernels), ordering everything with events.
+//! run time. The verified core drives it with a plan per generation (every collective, every
+//! algorithm); it only moves ranges between ranks (a peer copy per transfer) and folds elements
+//! locally (one kernel per segment, in the contract's order), ordering everything with events,
+//! and recycles its device memory (a buffer cache per logical device).
 //!
 //! With the `harness` feature (host values in and out, as tests and tools do):
 //!
@@ -34,15 +36,18 @@
 //! |--------------|------------------------------------------------------------------------|
 //! | `probe`      | find the driver without panicking ([`probe()`])                        |
 //! | `mapping`    | [`DeviceMap`]: logical device → GPU ordinal                            |
-//! | `config`     | [`CudaConfig`]: kernel source, context policy, peer access             |
+//! | `config`     | [`CudaConfig`]: kernels, contexts, peer access, in place, cache, model |
 //! | `context`    | the caller's current context saved and restored; waits never skipped   |
 //! | `lane`       | one logical device's context, stream and kernels; peer access          |
 //! | `kernels`    | the CUDA C source, the embedded PTX, launches ([`KernelSource`])       |
 //! | `buffer`     | device allocations and device-to-device (peer) copies                  |
+//! | `cache`      | per-device buffer pools: steady state allocates nothing ([`CacheStats`]) |
 //! | `tensor`     | [`CudaTensor`], [`CudaPrepared`]                                       |
 //! | `device`     | [`CudaCollective`] and its `prepare`/`begin`/`finish`                  |
-//! | `exchange`   | one ring step: the stream/event ordering                               |
+//! | `schedule`   | one step checked and laid out: staging, copies, folds (no CUDA)        |
+//! | `exchange`   | one step queued: the stream/event ordering argument                    |
 //! | `work`       | [`CudaWork`]: a generation's buffers and events                        |
+//! | `bandwidth`  | [`CopyBandwidth`]: a GPU's own device-to-device copy baseline          |
 //! | `host`       | feature `harness`: upload/download for harnesses (`HostTensors`)        |
 //! | `topology`   | [`Topology`]: what was set up, for reports                             |
 //! | `error`      | [`CudaError`]                                                          |
@@ -50,7 +55,9 @@
 //! Machines without a GPU or CUDA toolkit build this crate and run its tests: construction
 //! returns a typed error ([`CudaError::is_no_gpu`]) and hardware tests print a `SKIP:` line.
 
+mod bandwidth;
 mod buffer;
+mod cache;
 mod config;
 mod context;
 mod device;
@@ -62,11 +69,17 @@ pub mod kernels;
 mod lane;
 mod mapping;
 mod probe;
+mod schedule;
 mod tensor;
 mod topology;
 mod work;
 
-pub use config::{ContextPolicy, CudaConfig, REQUIRE_HARDWARE_ENV, hardware_required};
+pub use bandwidth::CopyBandwidth;
+pub use cache::{CacheStats, MAX_CACHED_BUFFERS};
+pub use config::{
+    ContextPolicy, CudaConfig, DEFAULT_CACHE_BYTES, IN_PLACE_ENV, REQUIRE_HARDWARE_ENV,
+    hardware_required,
+};
 pub use device::CudaCollective;
 pub use error::{CudaError, DriverCode, Result};
 pub use kernels::KernelSource;

@@ -13,8 +13,11 @@ use std::sync::Arc;
 /// A tensor in device memory: `len` elements of one [`ElementType`] on one logical device.
 ///
 /// Its elements never leave the device except through `HostTensors::download`. Work that
-/// produces or consumes it belongs on [`CudaTensor::stream`]: `prepare` captures that stream's
-/// progress with an event, and dropping the tensor completes that stream before freeing.
+/// produces or consumes it belongs on [`CudaTensor::stream`] (its logical device's stream, where
+/// collectives queue that device's work), or must be ordered with it by events. Dropping the
+/// tensor hands its memory back to its device's buffer cache, where only work ordered after
+/// everything queued on that stream reuses it; without a cache (or once the executor is gone)
+/// the drop completes the stream and frees the memory.
 pub struct CudaTensor {
     buffer: DeviceBuffer,
     element_type: ElementType,
@@ -81,8 +84,8 @@ impl CudaTensor {
     }
 
     /// The stream that produces and consumes this tensor (its logical device's stream). Queue
-    /// work that writes the tensor here before submitting it; work queued here after an
-    /// all-reduce returns sees the result.
+    /// work that writes the tensor here before submitting it; work queued here after a
+    /// collective returns sees the result.
     pub fn stream(&self) -> &Arc<CudaStream> {
         self.buffer.stream()
     }
@@ -95,8 +98,19 @@ impl CudaTensor {
     }
 
     /// The underlying buffer.
+    #[cfg(feature = "harness")]
     pub(crate) fn buffer(&self) -> &DeviceBuffer {
         &self.buffer
+    }
+
+    /// The context its memory belongs to.
+    pub(crate) fn context_handle(&self) -> cudarc::driver::sys::CUcontext {
+        self.buffer.context().cu_ctx()
+    }
+
+    /// The underlying buffer, taken out (for a collective working in place).
+    pub(crate) fn into_buffer(self) -> DeviceBuffer {
+        self.buffer
     }
 }
 
@@ -111,20 +125,19 @@ impl fmt::Debug for CudaTensor {
     }
 }
 
-/// A tensor submitted for an all-reduce, with an event recorded on its producer stream at
-/// submission: the collective's stream waits on that event, never on the host.
+/// A tensor submitted for a collective, with a capture of its producer stream at submission:
+/// nothing when that stream is the one the collective runs on for its device (always so for
+/// tensors this executor made: stream order is the capture), else an event recorded on it, which
+/// the collective's stream waits on — never the host.
 pub struct CudaPrepared {
     tensor: CudaTensor,
-    ready: Scoped<CudaEvent>,
+    ready: Option<Scoped<CudaEvent>>,
 }
 
 impl CudaPrepared {
-    /// Pair a tensor with the event marking its producer stream's progress.
-    pub(crate) fn new(tensor: CudaTensor, ready: CudaEvent) -> Self {
-        Self {
-            tensor,
-            ready: Scoped::new(ready),
-        }
+    /// Pair a tensor with the event marking its producer stream's progress, if one is needed.
+    pub(crate) fn new(tensor: CudaTensor, ready: Option<Scoped<CudaEvent>>) -> Self {
+        Self { tensor, ready }
     }
 
     /// The submitted tensor.
@@ -132,9 +145,9 @@ impl CudaPrepared {
         &self.tensor
     }
 
-    /// The event recorded on the producer stream when the tensor was submitted.
-    pub(crate) fn ready(&self) -> &CudaEvent {
-        &self.ready
+    /// The tensor and the producer-stream event, taken apart (for `begin`).
+    pub(crate) fn into_parts(self) -> (CudaTensor, Option<Scoped<CudaEvent>>) {
+        (self.tensor, self.ready)
     }
 
     /// Give the tensor back.

@@ -1,5 +1,7 @@
-//! The sim crate's device conformance suite, on the CUDA executor: logical ranks on each GPU,
-//! and (with two or more GPUs) one rank per GPU and ranks dealt round-robin over the GPUs.
+//! The sim crate's device conformance suite (every collective × algorithm × type × operation it
+//! covers, crafted steps, validation), on the CUDA executor: logical ranks on each GPU with a
+//! context each and with the shared primary context, and (with two or more GPUs) one rank per
+//! GPU and ranks dealt round-robin over the GPUs.
 //!
 //! `RUCCL_CUDA_CONFORMANCE=quick` runs `ConformanceConfig::quick()`; by default the full matrix
 //! runs, over the worlds each map can seat (up to 8 ranks).
@@ -8,7 +10,7 @@
 
 mod common;
 
-use ruccl_cuda::CudaConfig;
+use ruccl_cuda::{ContextPolicy, CudaConfig, DeviceMap};
 use ruccl_sim::conformance::{self, ConformanceConfig};
 
 fn config(max_world: usize) -> ConformanceConfig {
@@ -45,4 +47,23 @@ fn the_cuda_executor_passes_the_conformance_suite_on_every_map() {
         );
         report.assert_passed();
     }
+}
+
+/// The same suite with every logical rank on GPU 0 in the primary context (separate streams and
+/// buffers only): copies between ranks are then plain device-to-device copies in one context.
+#[test]
+fn the_cuda_executor_passes_the_conformance_suite_with_shared_contexts() {
+    let _watchdog = common::watchdog("conformance_shared");
+    let Some(_) = common::gpus("conformance_shared") else {
+        return;
+    };
+    let map = DeviceMap::logical(0, common::logical_ranks()).expect("a map");
+    let device = common::executor(
+        map.clone(),
+        CudaConfig::from_env().with_contexts(ContextPolicy::SharedPrimary),
+    );
+    let config = config(map.len());
+    let report = conformance::run(&device, |world| common::first_devices(&map, world), &config);
+    println!("conformance, shared primary context:\n{report}");
+    report.assert_passed();
 }

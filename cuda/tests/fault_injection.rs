@@ -7,6 +7,7 @@
 
 mod common;
 
+use ruccl_core::Algorithm;
 use ruccl_cuda::{CudaCollective, CudaConfig, DeviceMap};
 use ruccl_sim::fault::{FaultPlan, FaultyDevice, Received, Trial, trial_sum};
 use std::time::Duration;
@@ -14,18 +15,19 @@ use std::time::Duration;
 const WORLD: usize = 3;
 const LENGTH: usize = 100_003;
 
-/// Three generations of sums over `plan` (the sim crate's fault trial, checked against its
-/// predictor); `seen[generation][rank]`.
-fn run(cuda: &CudaCollective, plan: FaultPlan) -> Vec<Vec<Received>> {
+/// Three generations of sums with `algorithm` over `plan` (the sim crate's fault trial, checked
+/// against its predictor); `seen[generation][rank]`.
+fn run(cuda: &CudaCollective, plan: FaultPlan, algorithm: Algorithm) -> Vec<Vec<Received>> {
     let devices = cuda.devices();
     let device = FaultyDevice::new(cuda.clone(), devices.clone(), plan.clone());
     let trial = Trial {
         generations: 3,
         length: LENGTH,
+        algorithm,
         timeout: Duration::from_secs(60),
     };
     let seen = trial.run(&device, &devices).unwrap();
-    trial.check(&plan, &seen).unwrap();
+    trial.check(&plan, &device, &seen).unwrap();
     seen
 }
 
@@ -67,8 +69,9 @@ fn a_fault_at_any_site_fails_one_generation_on_every_rank_and_the_next_one_is_ex
             "injected error in exchange step 0",
         ),
     ];
+    // Ring has the most steps to fault; the plans that name a step only fault where it exists.
     for (plan, expected) in plans {
-        let seen = run(&cuda, plan.parse().unwrap());
+        let seen = run(&cuda, plan.parse().unwrap(), Algorithm::Ring);
         for generation in [0, 2] {
             for (rank, output) in seen[generation].iter().enumerate() {
                 let sum = trial_sum(WORLD, generation as u64, LENGTH);
@@ -109,4 +112,28 @@ fn the_decorator_with_an_empty_plan_is_transparent_to_the_conformance_suite() {
         ruccl_sim::conformance::run(&device, |world| common::first_devices(&map, world), &config);
     println!("{report}");
     report.assert_passed();
+}
+
+/// A fault in the one step of a direct all-reduce (every rank folds every other's values) fails
+/// that generation everywhere, and the next one is exact.
+#[test]
+fn a_fault_in_a_direct_step_fails_one_generation_and_the_next_one_is_exact() {
+    let Some(_) = common::gpus("fault_direct") else {
+        return;
+    };
+    let cuda = common::executor(
+        DeviceMap::logical(0, WORLD).unwrap(),
+        CudaConfig::from_env(),
+    );
+    for plan in ["exchange:step=0:gen=1:error", "exchange:step=0:gen=1:panic"] {
+        let seen = run(&cuda, plan.parse().unwrap(), Algorithm::Direct);
+        let sum = trial_sum(WORLD, 2, LENGTH);
+        for output in &seen[2] {
+            assert!(
+                matches!(output, Received::Output { values, .. } if *values == sum),
+                "`{plan}`: {output:?}"
+            );
+        }
+        assert!(matches!(&seen[1][0], Received::Error(_)), "`{plan}`");
+    }
 }

@@ -1,6 +1,8 @@
-//! The executor on real GPUs: exact results for every type and operation on every map, the
-//! ordering of one exchange step, generations chained on the device, validation, setup, the
-//! caller's current context, waits that deferred errors cannot skip, and the topology report.
+//! The executor on real GPUs: exact results for every collective, algorithm, type and operation
+//! on every map, bitwise agreement across ranks and with the simulated device, the ordering of
+//! hand-made steps (staged sources, folds beyond one launch's fan-in), generations chained on
+//! the device, the buffer cache, out of place, the copy-bandwidth baseline, validation, setup,
+//! the caller's current context, waits that deferred errors cannot skip, and the topology report.
 //!
 //! Each test prints `SKIP: no CUDA driver ...` and passes where there is no GPU (unless
 //! `RUCCL_CUDA_REQUIRE_HARDWARE=1` or `RUCCL_CUDA_REQUIRE_GPU=1`; under the first, any other
@@ -12,15 +14,47 @@ mod common;
 
 use cudarc::driver::sys::CUresult;
 use cudarc::driver::{DriverError, result};
-use ruccl_core::{DeviceId, NativeCollectiveDevice, NativeCommunicator, ReduceOperation};
+use ruccl_core::{
+    Algorithm, Collective, DeviceId, NativeCollectiveDevice, NativeCommunicator, Plan,
+    ReduceOperation, Step, Transfer,
+};
 use ruccl_cuda::kernels::{
-    EMBEDDED_PTX, nvrtc_available, nvrtc_library, nvrtc_version, ptx_isa_version,
+    EMBEDDED_PTX, FOLD_MAX, nvrtc_available, nvrtc_library, nvrtc_version, ptx_isa_version,
 };
 use ruccl_cuda::{
     ContextKind, ContextPolicy, CudaCollective, CudaConfig, CudaError, DeviceMap, DriverCode,
     KernelSource, PeerStatus, probe,
 };
+use ruccl_sim::SimDevice;
 use ruccl_sim::host::{ElementType, HostTensors, HostValues};
+
+/// Run `collective` with `algorithm` on `devices` over the exact pattern inputs (`len` elements
+/// per rank) and compare every rank's output with the reference, bit for bit.
+fn check_collective(
+    device: &CudaCollective,
+    devices: &[DeviceId],
+    (collective, algorithm): (Collective, Algorithm),
+    element_type: ElementType,
+    len: usize,
+) {
+    let communicator = NativeCommunicator::new(devices.to_vec(), device.clone()).unwrap();
+    let world = devices.len();
+    let operation = collective.operation().unwrap_or(ReduceOperation::Sum);
+    let inputs: Vec<HostValues> = (0..world)
+        .map(|rank| common::input(element_type, operation, rank, len))
+        .collect();
+    let outputs = common::collective(device, &communicator, &inputs, collective, algorithm);
+    for (rank, output) in outputs.into_iter().enumerate() {
+        let case =
+            format!("W={world} {collective} {algorithm} {element_type} n={len}: rank {rank}");
+        let output = output.unwrap_or_else(|error| panic!("{case} failed: {error}"));
+        let expected = common::collective_reference(collective, element_type, world, rank, len);
+        assert!(
+            common::bits(&output) == common::bits(&expected),
+            "{case} differs from the reference"
+        );
+    }
+}
 
 fn check_all_reduce(
     device: &CudaCollective,
@@ -29,24 +63,8 @@ fn check_all_reduce(
     operation: ReduceOperation,
     len: usize,
 ) {
-    let communicator = NativeCommunicator::new(devices.to_vec(), device.clone()).unwrap();
-    let world = devices.len();
-    let inputs: Vec<HostValues> = (0..world)
-        .map(|rank| common::input(element_type, operation, rank, len))
-        .collect();
-    let expected = common::kernel_reference(element_type, operation, world, len);
-    for (rank, output) in common::all_reduce(device, &communicator, &inputs, operation)
-        .into_iter()
-        .enumerate()
-    {
-        let output = output.unwrap_or_else(|error| {
-            panic!("W={world} {element_type} {operation} n={len}: rank {rank} failed: {error}")
-        });
-        assert!(
-            output == expected,
-            "W={world} {element_type} {operation} n={len}: rank {rank} differs from the reference"
-        );
-    }
+    let all_reduce = (Collective::AllReduce(operation), Algorithm::Auto);
+    check_collective(device, devices, all_reduce, element_type, len);
 }
 
 /// The report `gpu-check.sh` prints as the run's topology: one `TOPOLOGY:` line per map this
@@ -106,27 +124,260 @@ fn the_topology_report_names_gpus_contexts_and_peer_access() {
 }
 
 #[test]
-fn every_type_and_operation_reduces_exactly_on_every_map() {
-    let _watchdog = common::watchdog("every_type_and_operation");
-    let Some(gpus) = common::gpus("every_type_and_operation") else {
+fn every_collective_algorithm_type_and_operation_is_exact_on_every_map() {
+    let _watchdog = common::watchdog("every_collective_algorithm_type_and_operation");
+    let Some(gpus) = common::gpus("every_collective_algorithm_type_and_operation") else {
         return;
     };
     for (name, map) in common::maps(gpus) {
         let device = common::executor(map.clone(), CudaConfig::from_env());
         println!("{name}:\n{}", device.topology());
-        let mut worlds = vec![1, 2, map.len()];
+        let mut worlds = vec![1, 2, 3, map.len()];
+        worlds.retain(|&world| world <= map.len());
         worlds.dedup();
         for world in worlds {
             let devices = common::first_devices(&map, world);
-            for element_type in ElementType::ALL {
-                for operation in ReduceOperation::ALL {
-                    for len in [0, 1, world.saturating_sub(1), 1000, 65_537] {
-                        check_all_reduce(&device, &devices, element_type, operation, len);
+            for algorithm in common::algorithms(world) {
+                for element_type in ElementType::ALL {
+                    for operation in ReduceOperation::ALL {
+                        for collective in common::collectives(world, operation) {
+                            if collective.operation().is_none() && operation != ReduceOperation::Sum
+                            {
+                                continue; // all-gather and broadcast take no operation
+                            }
+                            for len in [0, 1, world + 1, 1000, 65_537] {
+                                let len = match collective {
+                                    Collective::ReduceScatter(_) => len * world,
+                                    _ => len,
+                                };
+                                let case = (collective, algorithm);
+                                check_collective(&device, &devices, case, element_type, len);
+                            }
+                        }
                     }
                 }
             }
         }
     }
+}
+
+/// Property 8 on hardware: every rank's all-reduce output is the same bits, for float inputs
+/// whose sums and products round, with every algorithm — and the same bits as the simulated
+/// device's, which folds in the same order and rounds the same way (Mean included: both divide).
+#[test]
+fn all_reduce_outputs_agree_bit_for_bit_across_ranks_and_with_the_simulated_device() {
+    let test = "bitwise_agreement";
+    let _watchdog = common::watchdog(test);
+    let Some(gpus) = common::gpus(test) else {
+        return;
+    };
+    let map = DeviceMap::logical(0, common::logical_ranks()).unwrap();
+    let device = common::executor(map.clone(), CudaConfig::from_env());
+    let sim = SimDevice::new();
+    let len = 4099;
+    for world in [2, 3, map.len()] {
+        let devices = common::first_devices(&map, world);
+        let sim_devices: Vec<DeviceId> = (0..world as u32).map(DeviceId::new).collect();
+        let communicator = NativeCommunicator::new(devices.clone(), device.clone()).unwrap();
+        let sim_communicator = NativeCommunicator::new(sim_devices.clone(), sim.clone()).unwrap();
+        for algorithm in common::algorithms(world) {
+            for element_type in [
+                ElementType::F32,
+                ElementType::F64,
+                ElementType::F16,
+                ElementType::BF16,
+            ] {
+                for operation in ReduceOperation::ALL {
+                    let inputs: Vec<HostValues> = (0..world)
+                        .map(|rank| rounding_input(element_type, operation, rank, len))
+                        .collect();
+                    let collective = Collective::AllReduce(operation);
+                    let case = format!("W={world} {algorithm} {element_type} {operation}");
+                    let outputs: Vec<Vec<u8>> =
+                        common::collective(&device, &communicator, &inputs, collective, algorithm)
+                            .into_iter()
+                            .map(|output| {
+                                common::bits(&output.unwrap_or_else(|e| panic!("{case}: {e}")))
+                            })
+                            .collect();
+                    for (rank, output) in outputs.iter().enumerate() {
+                        assert!(
+                            output == &outputs[0],
+                            "{case}: rank {rank}'s bits differ from rank 0's"
+                        );
+                    }
+                    let reference =
+                        sim_all_reduce(&sim, &sim_communicator, &inputs, collective, algorithm);
+                    assert!(
+                        outputs[0] == reference,
+                        "{case}: the GPU's bits differ from the simulated device's"
+                    );
+                }
+            }
+        }
+    }
+    println!("{gpus} GPU(s): every rank and the simulated device agree bit for bit");
+}
+
+/// Inputs whose float reductions round: varied magnitudes and signs (products stay finite).
+fn rounding_input(
+    element_type: ElementType,
+    operation: ReduceOperation,
+    rank: usize,
+    len: usize,
+) -> HostValues {
+    let value = |index: usize| -> f64 {
+        let x = ((index * 7919 + rank * 104_729) % 9973) as f64 / 9973.0;
+        match operation {
+            ReduceOperation::Product => (0.75 + 0.5 * x) * if index % 3 == 0 { -1.0 } else { 1.0 },
+            _ => (x - 0.5) * 3.0f64.powi((index % 7) as i32 - 3),
+        }
+    };
+    let values = (0..len).map(value);
+    match element_type {
+        ElementType::F32 => HostValues::F32(values.map(|v| v as f32).collect()),
+        ElementType::F64 => HostValues::F64(values.collect()),
+        ElementType::F16 => HostValues::F16(values.map(half::f16::from_f64).collect()),
+        ElementType::BF16 => HostValues::BF16(values.map(half::bf16::from_f64).collect()),
+        other => panic!("no float input for {other}"),
+    }
+}
+
+/// The simulated device's all-reduce of `inputs` (rank 0's output bytes).
+fn sim_all_reduce(
+    sim: &SimDevice,
+    communicator: &NativeCommunicator<SimDevice>,
+    inputs: &[HostValues],
+    collective: Collective,
+    algorithm: Algorithm,
+) -> Vec<u8> {
+    let options = ruccl_core::CollectiveOptions::default()
+        .with_algorithm(algorithm)
+        .with_timeout(common::COLLECTIVE_TIMEOUT);
+    let outputs: Vec<HostValues> = std::thread::scope(|scope| {
+        let handles: Vec<_> = communicator
+            .devices()
+            .iter()
+            .zip(inputs)
+            .enumerate()
+            .map(|(rank, (&id, values))| {
+                scope.spawn(move || {
+                    let tensor = sim.upload(id, values).unwrap();
+                    let output = communicator
+                        .collective(rank, tensor, collective, options)
+                        .unwrap();
+                    sim.download(&output).unwrap()
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|handle| handle.join().unwrap())
+            .collect()
+    });
+    common::bits(&outputs[0])
+}
+
+/// A direct all-reduce over more ranks than one fold launch takes: the fold is chained through
+/// the accumulator and must still be exact (ranks share the primary context here, on purpose:
+/// the chaining is what is checked, not the contexts).
+#[test]
+fn a_fold_over_more_ranks_than_one_launch_takes_is_chained_exactly() {
+    let test = "chained_fold";
+    let _watchdog = common::watchdog(test);
+    let Some(_) = common::gpus(test) else {
+        return;
+    };
+    let world = FOLD_MAX + 3;
+    let device = common::executor(
+        DeviceMap::logical(0, world).unwrap(),
+        CudaConfig::from_env().with_contexts(ContextPolicy::SharedPrimary),
+    );
+    let devices = device.devices();
+    for element_type in [ElementType::I64, ElementType::F32, ElementType::BF16] {
+        for operation in ReduceOperation::ALL {
+            let case = (Collective::AllReduce(operation), Algorithm::Direct);
+            check_collective(&device, &devices, case, element_type, 1023);
+        }
+    }
+}
+
+/// Steady state allocates nothing: after the first generation of a shape, further generations of
+/// it (in place and out of place, all-reduce and all-gather) are served from each device's
+/// cache.
+#[test]
+fn steady_state_generations_allocate_no_device_memory() {
+    let test = "steady_state_cache";
+    let _watchdog = common::watchdog(test);
+    let Some(_) = common::gpus(test) else {
+        return;
+    };
+    for in_place in [true, false] {
+        let device = common::executor(
+            DeviceMap::logical(0, 4).unwrap(),
+            CudaConfig::from_env().with_in_place(in_place),
+        );
+        let devices = device.devices();
+        for (collective, algorithm) in [
+            (Collective::AllReduce(ReduceOperation::Sum), Algorithm::Ring),
+            (
+                Collective::AllReduce(ReduceOperation::Max),
+                Algorithm::Direct,
+            ),
+            (Collective::AllGather, Algorithm::Ring),
+            (
+                Collective::ReduceScatter(ReduceOperation::Sum),
+                Algorithm::HalvingDoubling,
+            ),
+        ] {
+            let misses = || -> Vec<u64> {
+                devices
+                    .iter()
+                    .map(|&id| device.cache_stats(id).unwrap().misses)
+                    .collect()
+            };
+            let case = (collective, algorithm);
+            check_collective(&device, &devices, case, ElementType::F32, 4096);
+            let after_first = misses();
+            for _ in 0..4 {
+                check_collective(&device, &devices, case, ElementType::F32, 4096);
+            }
+            assert_eq!(
+                misses(),
+                after_first,
+                "{collective} {algorithm}, in place {in_place}: later generations allocated"
+            );
+        }
+        let stats = device.cache_stats(devices[0]).unwrap();
+        println!("in place {in_place}: rank 0's cache {stats:?}");
+        device.trim_caches();
+        assert_eq!(device.cache_stats(devices[0]).unwrap().cached_bytes, 0);
+    }
+}
+
+#[test]
+fn the_copy_bandwidth_baseline_is_measured_on_each_gpu() {
+    let test = "copy_bandwidth";
+    let _watchdog = common::watchdog(test);
+    let Some(gpus) = common::gpus(test) else {
+        return;
+    };
+    let device = common::executor(
+        DeviceMap::one_per_gpu(gpus).unwrap(),
+        CudaConfig::from_env(),
+    );
+    for gpu in 0..gpus {
+        let measured = device.copy_bandwidth(gpu, 256 << 20, 20).unwrap();
+        println!(
+            "BANDWIDTH: GPU {gpu}: device-to-device copy {:.1} GB/s",
+            measured.gb_per_second()
+        );
+        assert!(measured.gb_per_second() > 1.0, "{measured:?}");
+    }
+    assert!(matches!(
+        device.copy_bandwidth(gpus, 1 << 20, 1),
+        Err(CudaError::UnknownGpu { .. })
+    ));
 }
 
 #[test]
@@ -206,9 +457,10 @@ fn outputs_feed_the_next_generation_on_the_device() {
     }
 }
 
-/// Drive `begin`, two overlapping exchanges and `finish` by hand: every rank sends its *whole*
-/// tensor while its predecessor overwrites (then combines into) that same tensor. If a
-/// destination were written before its own send had read it, the rotation would come out wrong.
+/// Drive `begin`, two hand-made steps and `finish`: every rank sends its *whole* buffer while its
+/// predecessor overwrites (then folds into) that same buffer. If a destination were written
+/// before its own send had read it (a staged source missed, a fold before the sends), the
+/// rotation would come out wrong.
 #[test]
 fn sends_read_the_pre_step_state_even_when_every_range_overlaps() {
     let _watchdog = common::watchdog("sends_read_the_pre_step_state");
@@ -231,13 +483,29 @@ fn sends_read_the_pre_step_state_even_when_every_range_overlaps() {
                     .unwrap()
             })
             .collect();
-        let mut work = device
-            .begin(&devices, &inputs, ReduceOperation::Sum)
-            .unwrap();
-        let everything = vec![0..len; world];
-        device.exchange(&mut work, &everything, false).unwrap();
-        device.exchange(&mut work, &everything, true).unwrap();
-        let outputs = device.finish(work, ReduceOperation::Sum).unwrap();
+        let plan = Plan::new(
+            Collective::AllReduce(ReduceOperation::Sum),
+            Algorithm::Ring,
+            world,
+            len,
+        )
+        .unwrap();
+        let mut work = device.begin(&devices, inputs, &plan).unwrap();
+        // Every rank overwrites its successor's whole buffer (every source is also written:
+        // all staged), then folds its predecessor's whole buffer into its own.
+        let rotation = |combine| Step {
+            combine,
+            transfers: (0..world)
+                .map(|from| Transfer {
+                    from,
+                    to: (from + 1) % world,
+                    range: 0..len,
+                })
+                .collect(),
+        };
+        device.exchange(&mut work, &rotation(false)).unwrap();
+        device.exchange(&mut work, &rotation(true)).unwrap();
+        let outputs = device.finish(work, &plan).unwrap();
         for (rank, output) in outputs.iter().enumerate() {
             let (one, two) = ((rank + world - 1) % world, (rank + world - 2) % world);
             let expected: Vec<i32> = (0..len)
@@ -282,29 +550,49 @@ fn contract_violations_are_typed_errors_and_leave_the_device_usable() {
             .map(|(&id, &len)| device.prepare(upload(id, len), id).unwrap())
             .collect()
     };
-    let uneven = prepare(&[4, 4, 5]);
+    let plan = Plan::new(
+        Collective::AllReduce(ReduceOperation::Max),
+        Algorithm::Ring,
+        3,
+        4,
+    )
+    .unwrap();
     assert!(matches!(
-        device.begin(&devices, &uneven, ReduceOperation::Sum),
+        device.begin(&devices, prepare(&[4, 4, 5]), &plan),
         Err(CudaError::LengthMismatch { rank: 2, .. })
     ));
-    let even = prepare(&[4, 4, 4]);
     let mut swapped = devices.clone();
     swapped.swap(0, 1);
     assert!(matches!(
-        device.begin(&swapped, &even, ReduceOperation::Sum),
+        device.begin(&swapped, prepare(&[4, 4, 4]), &plan),
         Err(CudaError::WrongDevice { rank: Some(0), .. })
     ));
-    let mut work = device.begin(&devices, &even, ReduceOperation::Max).unwrap();
+    let mut work = device.begin(&devices, prepare(&[4, 4, 4]), &plan).unwrap();
+    let step = |combine, transfers: Vec<Transfer>| Step { combine, transfers };
+    let transfer = |from, to, range| Transfer { from, to, range };
     assert!(matches!(
-        device.exchange(&mut work, &[0..1, 0..1], true),
-        Err(CudaError::RangeCount { .. })
+        device.exchange(&mut work, &step(true, vec![transfer(0, 3, 0..1)])),
+        Err(CudaError::TransferRanks { .. })
     ));
     assert!(matches!(
-        device.exchange(&mut work, &[0..1, 2..5, 0..0], true),
-        Err(CudaError::RangeOutOfBounds { rank: 1, .. })
+        device.exchange(&mut work, &step(true, vec![transfer(0, 1, 2..5)])),
+        Err(CudaError::TransferOutOfBounds { transfer: 0, .. })
     ));
-    drop(work);
-    drop(even);
+    assert!(matches!(
+        device.exchange(
+            &mut work,
+            &step(false, vec![transfer(0, 2, 0..3), transfer(1, 2, 2..4)])
+        ),
+        Err(CudaError::DoubleWrite {
+            rank: 2,
+            element: 2
+        })
+    ));
+    let wrong = Plan::new(Collective::AllGather, Algorithm::Ring, 3, 4).unwrap();
+    assert!(matches!(
+        device.finish(work, &wrong),
+        Err(CudaError::PlanMismatch { .. })
+    ));
 
     // The device still works.
     check_all_reduce(

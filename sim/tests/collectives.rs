@@ -157,7 +157,10 @@ fn float_all_reduce_outputs_are_the_same_bits_on_every_rank() {
                     .iter()
                     .zip(other)
                     .all(|(a, b)| a.to_bits() == b.to_bits());
-                assert!(same, "{algorithm}, W={world}: rank {rank} differs from rank 0");
+                assert!(
+                    same,
+                    "{algorithm}, W={world}: rank {rank} differs from rank 0"
+                );
             }
         }
     }

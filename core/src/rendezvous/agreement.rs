@@ -30,8 +30,9 @@ pub(crate) struct Request {
     pub(crate) collective: Collective,
     /// The algorithm asked for (`Custom` exactly when `plan` is given).
     pub(crate) algorithm: Algorithm,
-    /// A user's own plan, verified when it was built.
-    pub(crate) plan: Option<Plan>,
+    /// A user's own plan, verified when it was built (boxed: submissions move through the
+    /// rendezvous by value, and most carry none).
+    pub(crate) plan: Option<Box<Plan>>,
 }
 
 impl Request {
@@ -49,7 +50,7 @@ impl Request {
         Self {
             collective: plan.collective(),
             algorithm: Algorithm::Custom,
-            plan: Some(plan),
+            plan: Some(Box::new(plan)),
         }
     }
 }
@@ -215,7 +216,7 @@ fn plan_for(
                 ),
             });
         }
-        return Ok((plan, None));
+        return Ok((*plan, None));
     }
     let key = PlanKey {
         collective: request.collective,

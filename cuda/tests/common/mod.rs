@@ -14,7 +14,10 @@
 #![allow(dead_code)] // each test binary uses its own subset
 
 use half::{bf16, f16};
-use ruccl_core::{DeviceId, NativeCollectiveError, NativeCommunicator, ReduceOperation};
+use ruccl_core::{
+    Algorithm, Collective, CollectiveOptions, DeviceId, NativeCollectiveError, NativeCommunicator,
+    ReduceOperation,
+};
 use ruccl_cuda::{CudaCollective, CudaConfig, DeviceMap, REQUIRE_HARDWARE_ENV, probe};
 use ruccl_sim::host::{ElementType, HostTensors, HostValues};
 use ruccl_sim::pattern::{self, Expected};
@@ -144,14 +147,18 @@ pub fn executor(map: DeviceMap, config: CudaConfig) -> CudaCollective {
     }
 }
 
-/// All-reduce `inputs[r]` on rank `r` of `communicator`, one thread per rank; each rank's
-/// downloaded output or error text.
-pub fn all_reduce(
+/// Run `collective` with `algorithm` over `inputs[r]` on rank `r` of `communicator`, one thread
+/// per rank; each rank's downloaded output or error text.
+pub fn collective(
     device: &CudaCollective,
     communicator: &NativeCommunicator<CudaCollective>,
     inputs: &[HostValues],
-    operation: ReduceOperation,
+    collective: Collective,
+    algorithm: Algorithm,
 ) -> Vec<Result<HostValues, String>> {
+    let options = CollectiveOptions::default()
+        .with_algorithm(algorithm)
+        .with_timeout(COLLECTIVE_TIMEOUT);
     std::thread::scope(|scope| {
         let handles: Vec<_> = communicator
             .devices()
@@ -162,7 +169,7 @@ pub fn all_reduce(
                 scope.spawn(move || -> Result<HostValues, String> {
                     let tensor = device.upload(id, values).map_err(|e| e.to_string())?;
                     let output = communicator
-                        .all_reduce_timeout(rank, tensor, operation, COLLECTIVE_TIMEOUT)
+                        .collective(rank, tensor, collective, options)
                         .map_err(|e: NativeCollectiveError| e.to_string())?;
                     device.download(&output).map_err(|e| e.to_string())
                 })
@@ -177,6 +184,49 @@ pub fn all_reduce(
             })
             .collect()
     })
+}
+
+/// All-reduce `inputs[r]` on rank `r` of `communicator` with the algorithm `Auto` picks.
+pub fn all_reduce(
+    device: &CudaCollective,
+    communicator: &NativeCommunicator<CudaCollective>,
+    inputs: &[HostValues],
+    operation: ReduceOperation,
+) -> Vec<Result<HostValues, String>> {
+    collective(
+        device,
+        communicator,
+        inputs,
+        Collective::AllReduce(operation),
+        Algorithm::Auto,
+    )
+}
+
+/// The built-in algorithms that can run a world of `world` ranks.
+pub fn algorithms(world: usize) -> Vec<Algorithm> {
+    Algorithm::BUILT_IN
+        .into_iter()
+        .filter(|&algorithm| algorithm != Algorithm::HalvingDoubling || world.is_power_of_two())
+        .collect()
+}
+
+/// The four collectives, with a reduce operation where they take one and the last rank as the
+/// broadcast root.
+pub fn collectives(world: usize, operation: ReduceOperation) -> [Collective; 4] {
+    [
+        Collective::AllReduce(operation),
+        Collective::ReduceScatter(operation),
+        Collective::AllGather,
+        Collective::Broadcast {
+            root: world.saturating_sub(1),
+        },
+    ]
+}
+
+/// A tensor's elements as the bytes they are in device memory, for bitwise comparisons (`==` on
+/// floats would call `-0.0` and `0.0` equal).
+pub fn bits(values: &HostValues) -> Vec<u8> {
+    ruccl_cuda::host::to_bytes(values)
 }
 
 /// The first `world` devices of `map`, in order: rank `r` on the `r`-th.
@@ -196,10 +246,11 @@ pub fn input(
 }
 
 /// What the kernels must produce, bit for bit, from [`input`]s over `world` ranks: the exact
-/// reduction (sim's [`Expected`]), with `Mean` scaled as `kernels/mean.cu` scales it — times the
-/// reciprocal of the world in the compute type (f32 for f16 and bf16), one rounding to storage;
-/// integers divided with truncation toward zero. (Sim's `#wrong` check allows `Mean` the element
-/// type's rounding, so it accepts this too; `tests/reference.rs` checks that.)
+/// reduction (sim's [`Expected`]), with `Mean` divided as `kernels/mean.cu` and the simulated
+/// device divide — one correctly rounded division in the compute type (f32 for f16 and bf16),
+/// one rounding to storage; integers divided with truncation toward zero. (Sim's `#wrong` check
+/// allows `Mean` the element type's rounding, so it accepts this too; `tests/reference.rs`
+/// checks that.)
 pub fn kernel_reference(
     element_type: ElementType,
     operation: ReduceOperation,
@@ -215,21 +266,20 @@ pub fn kernel_reference(
     // Every exact value is a small integer, so each conversion below is exact.
     let values = (0..len).map(|index| exact.at(index));
     let scale = operation == ReduceOperation::Mean;
-    let world_f32 = 1.0_f32 / world.max(1) as f32;
-    let world_f64 = 1.0_f64 / world.max(1) as f64;
-    let divisor = world.max(1) as i64;
+    let world = world.max(1);
     let scaled_f32 = |sum: f64| {
         if scale {
-            sum as f32 * world_f32
+            sum as f32 / world as f32
         } else {
             sum as f32
         }
     };
+    let divisor = world as i64;
     match element_type {
         ElementType::F32 => HostValues::F32(values.map(scaled_f32).collect()),
         ElementType::F64 => HostValues::F64(
             values
-                .map(|sum| if scale { sum * world_f64 } else { sum })
+                .map(|sum| if scale { sum / world as f64 } else { sum })
                 .collect(),
         ),
         ElementType::F16 => {
@@ -248,5 +298,37 @@ pub fn kernel_reference(
                 .map(|sum| if scale { sum as i64 / divisor } else { sum as i64 })
                 .collect(),
         ),
+    }
+}
+
+/// What `collective` must give rank `rank` from [`input`]s of `len` elements over `world`
+/// ranks, bit for bit: the all-reduce's [`kernel_reference`], block `rank` of it for a
+/// reduce-scatter, every rank's input in rank order for an all-gather, the root's input for a
+/// broadcast.
+pub fn collective_reference(
+    collective: Collective,
+    element_type: ElementType,
+    world: usize,
+    rank: usize,
+    len: usize,
+) -> HostValues {
+    let operation = collective.operation().unwrap_or(ReduceOperation::Sum);
+    match collective {
+        Collective::AllReduce(_) => kernel_reference(element_type, operation, world, len),
+        Collective::ReduceScatter(_) => {
+            let block = len / world.max(1);
+            let all = bits(&kernel_reference(element_type, operation, world, len));
+            let size = element_type.size();
+            let mine = &all[rank * block * size..(rank + 1) * block * size];
+            ruccl_cuda::host::from_bytes(element_type, mine)
+        }
+        Collective::AllGather => {
+            let gathered: Vec<u8> = (0..world)
+                .flat_map(|from| bits(&input(element_type, operation, from, len)))
+                .collect();
+            ruccl_cuda::host::from_bytes(element_type, &gathered)
+        }
+        Collective::Broadcast { root } => input(element_type, operation, root, len),
+        _ => panic!("no reference for {collective}"),
     }
 }
