@@ -53,8 +53,10 @@ pub const MAX_RAW_STEPS: usize = 8;
 pub const MAX_RAW_TRANSFERS: usize = 4;
 /// The most edits of a plan.
 pub const MAX_MUTATIONS: usize = 4;
-/// Buffer lengths beyond what the core's checker takes on for any world.
-pub const HUGE_BUFFERS: [usize; 3] = [(1 << 22) + 1, 1 << 40, usize::MAX];
+/// Buffer lengths beyond what the core's checker takes on for any world, even after
+/// [`MAX_MUTATIONS`] layout edits of at most 128 each (the simulator runs up to
+/// [`SIMULATED_ELEMENTS`](brute::SIMULATED_ELEMENTS) elements and no case comes between).
+pub const HUGE_BUFFERS: [usize; 3] = [(1 << 22) + 1024, 1 << 40, usize::MAX];
 /// The algorithms a built-in case asks for.
 pub const ALGORITHMS: [Algorithm; 5] = [
     Algorithm::Auto,
