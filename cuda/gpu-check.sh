@@ -20,7 +20,8 @@
 #   probe          the topology: GPUs, the context each logical rank got, peer access, NVRTC
 #   unit           the crate's own tests (PTX/source checks, step layouts, cache, probe, tables)
 #   hardware       every collective x algorithm x type x operation exact on every map, bitwise
-#                  agreement across ranks and with the simulated device, chained folds, staged
+#                  agreement across ranks and with the simulated device (rounding floats,
+#                  wrapping integers), chained folds, staged
 #                  steps, generations chained on the device, the cache's steady state (no
 #                  allocation), validation, contexts, the caller's context, deferred errors,
 #                  peer access, NVRTC

@@ -8,10 +8,15 @@
 // Storage types are the bits the host sees (f16 and bf16 as 16-bit patterns); every operator
 // works on a compute type: f16 and bf16 widen to f32, which rounds each sum or product once,
 // correctly (f32 carries more than 2p + 2 bits for both), like the host reference.
-// Integers wrap on overflow (two's complement, as NCCL and Rust's wrapping ops); floating min and
-// max return the other operand when one is NaN (IEEE minNum, as C's fmin and Rust's f32::min).
+// Integers (i8, i32, i64, u8, u32, u64) wrap on overflow, modulo 2^bits of their own width (two's
+// complement, as NCCL and Rust's wrapping ops), and min and max compare them in their own order
+// (unsigned types as unsigned); floating min and max return the other operand when one is NaN
+// (IEEE minNum, as C's fmin and Rust's f32::min).
 
 typedef unsigned long long ruccl_u64;
+typedef signed char ruccl_i8;
+typedef unsigned char ruccl_u8;
+typedef unsigned int ruccl_u32;
 typedef unsigned short ruccl_f16_bits;
 typedef unsigned short ruccl_bf16_bits;
 
@@ -78,9 +83,36 @@ struct RucclI64 {
     static __device__ __forceinline__ Compute load(Storage v) { return v; }
     static __device__ __forceinline__ Storage store(Compute v) { return v; }
 };
+struct RucclI8 {
+    typedef ruccl_i8 Storage;
+    typedef ruccl_i8 Compute;
+    static __device__ __forceinline__ Compute load(Storage v) { return v; }
+    static __device__ __forceinline__ Storage store(Compute v) { return v; }
+};
+struct RucclU8 {
+    typedef ruccl_u8 Storage;
+    typedef ruccl_u8 Compute;
+    static __device__ __forceinline__ Compute load(Storage v) { return v; }
+    static __device__ __forceinline__ Storage store(Compute v) { return v; }
+};
+struct RucclU32 {
+    typedef ruccl_u32 Storage;
+    typedef ruccl_u32 Compute;
+    static __device__ __forceinline__ Compute load(Storage v) { return v; }
+    static __device__ __forceinline__ Storage store(Compute v) { return v; }
+};
+struct RucclU64 {
+    typedef ruccl_u64 Storage;
+    typedef ruccl_u64 Compute;
+    static __device__ __forceinline__ Compute load(Storage v) { return v; }
+    static __device__ __forceinline__ Storage store(Compute v) { return v; }
+};
 
 // Operators on compute types. Integer sums and products go through unsigned arithmetic, which
-// wraps by definition (signed overflow is undefined in C++).
+// wraps by definition (signed overflow is undefined in C++); 8-bit operands are promoted to int
+// by C++ first, so their results are computed in 32 bits and narrowed back to 8. Narrowing to an
+// unsigned type keeps the low bits by definition; narrowing to a signed type keeps them too
+// (two's complement: guaranteed since C++20, and what NVRTC and nvcc have always done).
 __device__ __forceinline__ float ruccl_sum(float a, float b) { return a + b; }
 __device__ __forceinline__ double ruccl_sum(double a, double b) { return a + b; }
 __device__ __forceinline__ int ruccl_sum(int a, int b) {
@@ -89,6 +121,14 @@ __device__ __forceinline__ int ruccl_sum(int a, int b) {
 __device__ __forceinline__ long long ruccl_sum(long long a, long long b) {
     return (long long)((unsigned long long)a + (unsigned long long)b);
 }
+__device__ __forceinline__ ruccl_i8 ruccl_sum(ruccl_i8 a, ruccl_i8 b) {
+    return (ruccl_i8)((unsigned int)a + (unsigned int)b);
+}
+__device__ __forceinline__ ruccl_u8 ruccl_sum(ruccl_u8 a, ruccl_u8 b) {
+    return (ruccl_u8)((unsigned int)a + (unsigned int)b);
+}
+__device__ __forceinline__ ruccl_u32 ruccl_sum(ruccl_u32 a, ruccl_u32 b) { return a + b; }
+__device__ __forceinline__ ruccl_u64 ruccl_sum(ruccl_u64 a, ruccl_u64 b) { return a + b; }
 
 __device__ __forceinline__ float ruccl_prod(float a, float b) { return a * b; }
 __device__ __forceinline__ double ruccl_prod(double a, double b) { return a * b; }
@@ -98,16 +138,32 @@ __device__ __forceinline__ int ruccl_prod(int a, int b) {
 __device__ __forceinline__ long long ruccl_prod(long long a, long long b) {
     return (long long)((unsigned long long)a * (unsigned long long)b);
 }
+__device__ __forceinline__ ruccl_i8 ruccl_prod(ruccl_i8 a, ruccl_i8 b) {
+    return (ruccl_i8)((unsigned int)a * (unsigned int)b);
+}
+__device__ __forceinline__ ruccl_u8 ruccl_prod(ruccl_u8 a, ruccl_u8 b) {
+    return (ruccl_u8)((unsigned int)a * (unsigned int)b);
+}
+__device__ __forceinline__ ruccl_u32 ruccl_prod(ruccl_u32 a, ruccl_u32 b) { return a * b; }
+__device__ __forceinline__ ruccl_u64 ruccl_prod(ruccl_u64 a, ruccl_u64 b) { return a * b; }
 
 __device__ __forceinline__ float ruccl_min(float a, float b) { return fminf(a, b); }
 __device__ __forceinline__ double ruccl_min(double a, double b) { return fmin(a, b); }
 __device__ __forceinline__ int ruccl_min(int a, int b) { return a < b ? a : b; }
 __device__ __forceinline__ long long ruccl_min(long long a, long long b) { return a < b ? a : b; }
+__device__ __forceinline__ ruccl_i8 ruccl_min(ruccl_i8 a, ruccl_i8 b) { return a < b ? a : b; }
+__device__ __forceinline__ ruccl_u8 ruccl_min(ruccl_u8 a, ruccl_u8 b) { return a < b ? a : b; }
+__device__ __forceinline__ ruccl_u32 ruccl_min(ruccl_u32 a, ruccl_u32 b) { return a < b ? a : b; }
+__device__ __forceinline__ ruccl_u64 ruccl_min(ruccl_u64 a, ruccl_u64 b) { return a < b ? a : b; }
 
 __device__ __forceinline__ float ruccl_max(float a, float b) { return fmaxf(a, b); }
 __device__ __forceinline__ double ruccl_max(double a, double b) { return fmax(a, b); }
 __device__ __forceinline__ int ruccl_max(int a, int b) { return a > b ? a : b; }
 __device__ __forceinline__ long long ruccl_max(long long a, long long b) { return a > b ? a : b; }
+__device__ __forceinline__ ruccl_i8 ruccl_max(ruccl_i8 a, ruccl_i8 b) { return a > b ? a : b; }
+__device__ __forceinline__ ruccl_u8 ruccl_max(ruccl_u8 a, ruccl_u8 b) { return a > b ? a : b; }
+__device__ __forceinline__ ruccl_u32 ruccl_max(ruccl_u32 a, ruccl_u32 b) { return a > b ? a : b; }
+__device__ __forceinline__ ruccl_u64 ruccl_max(ruccl_u64 a, ruccl_u64 b) { return a > b ? a : b; }
 
 struct RucclOpSum {
     template <class C> static __device__ __forceinline__ C apply(C a, C b) { return ruccl_sum(a, b); }

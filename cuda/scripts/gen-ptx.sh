@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Regenerate cuda/kernels/ruccl_kernels.ptx from cuda/kernels/{common.cuh,combine.cu,mean.cu}.
+# Regenerate cuda/kernels/ruccl_kernels.ptx from cuda/kernels/{common.cuh,fold.cu,mean.cu}.
 #
 # Uses NVRTC 13.0 from PyPI's nvidia-cuda-nvrtc wheel (NVRTC is a compiler library: it needs no
 # GPU and no CUDA toolkit), so any x86-64 Linux machine with Python and cargo can run it.

@@ -23,7 +23,7 @@ use crate::cache::CacheStats;
 use crate::config::CudaConfig;
 use crate::context::{SavedContext, Scoped, complete};
 use crate::error::{CudaError, DriverResultExt, Result};
-use crate::kernels::{check_ptx_isa, supports};
+use crate::kernels::{check_ptx_isa, supports, supports_type};
 use crate::lane::{Lane, build_lanes, lane_of};
 use crate::mapping::DeviceMap;
 use crate::probe::{DriverInfo, probe};
@@ -149,6 +149,8 @@ impl CudaCollective {
 
     /// A new tensor on `device` holding `bytes` (`len` elements of `element_type`, as they lie
     /// in device memory), copied from the host; returns once the copy is complete. For harnesses.
+    /// A type without kernels is [`CudaError::UnsupportedElementType`], before anything is
+    /// allocated.
     #[cfg(feature = "harness")]
     pub(crate) fn upload_bytes(
         &self,
@@ -157,6 +159,9 @@ impl CudaCollective {
         len: usize,
         bytes: &[u8],
     ) -> Result<CudaTensor> {
+        if !supports_type(element_type) {
+            return Err(CudaError::UnsupportedElementType { element_type });
+        }
         let lane = self.lane(device)?;
         let _restore = SavedContext::save();
         let buffer = lane.take_buffer(bytes.len())?;
@@ -324,6 +329,9 @@ impl NativeCollectiveDevice for CudaCollective {
             .map(|input| (input.tensor().element_type(), input.tensor().len()))
             .collect();
         let element_type = validate_shapes(plan.input_len(), &shapes)?;
+        if !supports_type(element_type) {
+            return Err(CudaError::UnsupportedElementType { element_type });
+        }
         let operation = plan.collective().operation();
         if let Some(operation) = operation {
             if !supports(element_type, operation) {

@@ -195,6 +195,15 @@ pub enum CudaError {
         operation: ReduceOperation,
     },
 
+    /// The executor has no kernels for this element type at all (a type `ruccl_core` added after
+    /// this crate's kernels were written): its tensors are refused on upload and in `begin`,
+    /// whatever the collective.
+    #[error("ruccl-cuda does not support {element_type} elements (no kernels for this type)")]
+    UnsupportedElementType {
+        /// The element type.
+        element_type: ElementType,
+    },
+
     /// A plan's layout puts a rank's input or output outside its working buffer.
     #[error("rank {rank}'s {what} {range:?} is not within its {buffer_len}-element buffer")]
     LayoutOutOfBounds {

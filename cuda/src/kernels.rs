@@ -152,69 +152,107 @@ impl CombineOp {
     }
 }
 
-/// An element type's part of a kernel name.
-pub const fn type_part(element_type: ElementType) -> &'static str {
-    match element_type {
+/// The element types the executor has kernels for, in the order [`kernel_names`] lists them (the
+/// kernel table places each by an explicit match, not by this order): every type `ruccl_core`
+/// defines today. A type the core adds later is not here until `kernels/*.cu` has
+/// its kernels; until then the executor refuses its tensors with
+/// [`CudaError::UnsupportedElementType`] (never a panic).
+pub const KERNEL_TYPES: [ElementType; 10] = [
+    ElementType::F32,
+    ElementType::F64,
+    ElementType::F16,
+    ElementType::BF16,
+    ElementType::I32,
+    ElementType::I64,
+    ElementType::I8,
+    ElementType::U8,
+    ElementType::U32,
+    ElementType::U64,
+];
+
+/// An element type's part of a kernel name (`None` for a type the executor has no kernels for).
+pub const fn type_part(element_type: ElementType) -> Option<&'static str> {
+    Some(match element_type {
         ElementType::F32 => "f32",
         ElementType::F64 => "f64",
         ElementType::F16 => "f16",
         ElementType::BF16 => "bf16",
         ElementType::I32 => "i32",
         ElementType::I64 => "i64",
-    }
+        ElementType::I8 => "i8",
+        ElementType::U8 => "u8",
+        ElementType::U32 => "u32",
+        ElementType::U64 => "u64",
+        // `ElementType` is non-exhaustive: a type added later has no kernels yet.
+        _ => return None,
+    })
 }
 
 /// The element type's row in the kernel table: an explicit match, so the table never depends on
-/// the order of `ElementType::ALL` (which another crate owns).
-const fn type_slot(element_type: ElementType) -> usize {
-    match element_type {
+/// the order of `ElementType::ALL` (which another crate owns). `None` for a type without kernels.
+const fn type_slot(element_type: ElementType) -> Option<usize> {
+    Some(match element_type {
         ElementType::F32 => 0,
         ElementType::F64 => 1,
         ElementType::F16 => 2,
         ElementType::BF16 => 3,
         ElementType::I32 => 4,
         ElementType::I64 => 5,
-    }
+        ElementType::I8 => 6,
+        ElementType::U8 => 7,
+        ElementType::U32 => 8,
+        ElementType::U64 => 9,
+        _ => return None,
+    })
+}
+
+/// Whether the executor takes `element_type` tensors at all (uploads them, runs any collective
+/// on them): every type it has kernels for ([`KERNEL_TYPES`]). Any other type is refused with
+/// [`CudaError::UnsupportedElementType`].
+pub const fn supports_type(element_type: ElementType) -> bool {
+    type_slot(element_type).is_some()
 }
 
 /// Whether the executor has kernels for `operation` on `element_type`: every operation on every
-/// element type it knows (the kernel table has a slot for each, [`kernel_names`]).
+/// element type it takes (each type has a fold kernel per operator and a mean kernel; the kernel
+/// table has a slot for each, [`kernel_names`]).
 pub const fn supports(element_type: ElementType, operation: ReduceOperation) -> bool {
-    // Every (type, operator) has a fold kernel, and every type a mean kernel; the match is
-    // exhaustive so a new element type must decide here.
     let _ = operation;
-    match element_type {
-        ElementType::F32
-        | ElementType::F64
-        | ElementType::F16
-        | ElementType::BF16
-        | ElementType::I32
-        | ElementType::I64 => true,
-    }
+    supports_type(element_type)
 }
 
-/// The fold kernel's entry point for `op` on `element_type`, e.g. `ruccl_fold_sum_bf16`.
-pub fn fold_kernel_name(op: CombineOp, element_type: ElementType) -> String {
-    format!(
+/// [`CudaError::UnsupportedElementType`] for a type without kernels, or its name part.
+fn checked_type_part(element_type: ElementType) -> Result<&'static str> {
+    type_part(element_type).ok_or(CudaError::UnsupportedElementType { element_type })
+}
+
+/// The fold kernel's entry point for `op` on `element_type`, e.g. `ruccl_fold_sum_bf16`
+/// ([`CudaError::UnsupportedElementType`] for a type without kernels).
+pub fn fold_kernel_name(op: CombineOp, element_type: ElementType) -> Result<String> {
+    Ok(format!(
         "ruccl_fold_{}_{}",
         op.kernel_part(),
-        type_part(element_type)
-    )
+        checked_type_part(element_type)?
+    ))
 }
 
-/// The mean-scaling kernel's entry point for `element_type`, e.g. `ruccl_mean_f16`.
-pub fn mean_kernel_name(element_type: ElementType) -> String {
-    format!("ruccl_mean_{}", type_part(element_type))
+/// The mean-scaling kernel's entry point for `element_type`, e.g. `ruccl_mean_f16`
+/// ([`CudaError::UnsupportedElementType`] for a type without kernels).
+pub fn mean_kernel_name(element_type: ElementType) -> Result<String> {
+    Ok(format!("ruccl_mean_{}", checked_type_part(element_type)?))
 }
 
-/// Every entry point the executor loads: 24 fold kernels, then 6 mean kernels.
+/// Every entry point the executor loads: 40 fold kernels (one per type of [`KERNEL_TYPES`] and
+/// operator), then 10 mean kernels (one per type).
 pub fn kernel_names() -> Vec<String> {
-    let fold = ElementType::ALL.into_iter().flat_map(|element_type| {
+    let fold = KERNEL_TYPES.into_iter().flat_map(|element_type| {
         CombineOp::ALL
             .into_iter()
-            .map(move |op| fold_kernel_name(op, element_type))
+            .filter_map(move |op| fold_kernel_name(op, element_type).ok())
     });
-    let mean = ElementType::ALL.into_iter().map(mean_kernel_name);
+    let mean = KERNEL_TYPES
+        .into_iter()
+        .filter_map(|element_type| mean_kernel_name(element_type).ok());
     fold.chain(mean).collect()
 }
 
@@ -413,13 +451,22 @@ pub fn compile_with_nvrtc() -> Result<String> {
 }
 
 /// Fold kernels: one per element type and operator.
-const FOLD_SLOTS: usize = 6 * 4;
+const FOLD_SLOTS: usize = KERNEL_TYPES.len() * CombineOp::ALL.len();
 /// Mean kernels: one per element type.
-const MEAN_SLOTS: usize = 6;
+const MEAN_SLOTS: usize = KERNEL_TYPES.len();
 
-/// Where the fold kernel for `op` on `element_type` sits in [`KernelTable::fold`].
-const fn fold_slot(op: CombineOp, element_type: ElementType) -> usize {
-    type_slot(element_type) * 4 + op.slot()
+/// Where the fold kernel for `op` on `element_type` sits in [`KernelTable::fold`] (`None` for a
+/// type without kernels).
+const fn fold_slot(op: CombineOp, element_type: ElementType) -> Option<usize> {
+    match type_slot(element_type) {
+        Some(row) => Some(row * CombineOp::ALL.len() + op.slot()),
+        None => None,
+    }
+}
+
+/// `slot`, or [`CudaError::UnsupportedElementType`] when `element_type` has none.
+fn slot_of(slot: Option<usize>, element_type: ElementType) -> Result<usize> {
+    slot.ok_or(CudaError::UnsupportedElementType { element_type })
 }
 
 /// Every kernel of one context, by slot: `fold[fold_slot(op, type)]`,
@@ -438,13 +485,15 @@ impl<F> KernelTable<F> {
     pub(crate) fn build(mut load: impl FnMut(&str) -> Result<F>) -> Result<Self> {
         let mut fold: Vec<Option<F>> = (0..FOLD_SLOTS).map(|_| None).collect();
         let mut mean: Vec<Option<F>> = (0..MEAN_SLOTS).map(|_| None).collect();
-        for element_type in ElementType::ALL {
+        for element_type in KERNEL_TYPES {
             for op in CombineOp::ALL {
-                let name = fold_kernel_name(op, element_type);
-                place(&mut fold, fold_slot(op, element_type), load(&name)?, &name)?;
+                let name = fold_kernel_name(op, element_type)?;
+                let slot = slot_of(fold_slot(op, element_type), element_type)?;
+                place(&mut fold, slot, load(&name)?, &name)?;
             }
-            let name = mean_kernel_name(element_type);
-            place(&mut mean, type_slot(element_type), load(&name)?, &name)?;
+            let name = mean_kernel_name(element_type)?;
+            let slot = slot_of(type_slot(element_type), element_type)?;
+            place(&mut mean, slot, load(&name)?, &name)?;
         }
         Ok(Self {
             fold: filled(fold)?,
@@ -452,22 +501,25 @@ impl<F> KernelTable<F> {
         })
     }
 
-    /// The fold kernel for `op` on `element_type`.
+    /// The fold kernel for `op` on `element_type` ([`CudaError::UnsupportedElementType`] for a
+    /// type without kernels).
     pub(crate) fn fold(&self, op: CombineOp, element_type: ElementType) -> Result<&F> {
-        self.fold
-            .get(fold_slot(op, element_type))
-            .ok_or_else(|| CudaError::KernelTable {
-                reason: format!("no slot for {}", fold_kernel_name(op, element_type)),
-            })
+        let slot = slot_of(fold_slot(op, element_type), element_type)?;
+        self.fold.get(slot).ok_or_else(|| CudaError::KernelTable {
+            reason: format!(
+                "no slot {slot} for the {} fold on {element_type}",
+                op.kernel_part()
+            ),
+        })
     }
 
-    /// The mean kernel for `element_type`.
+    /// The mean kernel for `element_type` ([`CudaError::UnsupportedElementType`] for a type
+    /// without kernels).
     pub(crate) fn mean(&self, element_type: ElementType) -> Result<&F> {
-        self.mean
-            .get(type_slot(element_type))
-            .ok_or_else(|| CudaError::KernelTable {
-                reason: format!("no slot for {}", mean_kernel_name(element_type)),
-            })
+        let slot = slot_of(type_slot(element_type), element_type)?;
+        self.mean.get(slot).ok_or_else(|| CudaError::KernelTable {
+            reason: format!("no slot {slot} for the mean on {element_type}"),
+        })
     }
 }
 
@@ -636,10 +688,77 @@ mod tests {
     #[test]
     fn every_type_and_operator_has_a_distinct_kernel() {
         let names = kernel_names();
-        assert_eq!(names.len(), 6 * 4 + 6);
+        assert_eq!(names.len(), 10 * 4 + 10);
         assert_eq!(names.iter().collect::<BTreeSet<_>>().len(), names.len());
         assert!(names.contains(&"ruccl_fold_prod_bf16".to_owned()));
         assert!(names.contains(&"ruccl_mean_i64".to_owned()));
+        for name in [
+            "ruccl_fold_sum_i8",
+            "ruccl_fold_prod_u8",
+            "ruccl_fold_min_u32",
+            "ruccl_fold_max_u64",
+            "ruccl_mean_i8",
+            "ruccl_mean_u8",
+            "ruccl_mean_u32",
+            "ruccl_mean_u64",
+        ] {
+            assert!(names.contains(&name.to_owned()), "{name}");
+        }
+    }
+
+    #[test]
+    fn the_executor_has_kernels_for_every_element_type_the_core_defines() {
+        // A type `ruccl_core` adds later fails here (not at compile time: `ElementType` is
+        // non-exhaustive) until `kernels/*.cu` and `KERNEL_TYPES` cover it.
+        for element_type in ElementType::ALL {
+            assert!(KERNEL_TYPES.contains(&element_type), "{element_type}");
+            assert!(supports_type(element_type), "{element_type}");
+            for operation in ReduceOperation::ALL {
+                assert!(
+                    supports(element_type, operation),
+                    "{element_type} {operation}"
+                );
+            }
+        }
+        assert_eq!(
+            KERNEL_TYPES.iter().collect::<BTreeSet<_>>().len(),
+            KERNEL_TYPES.len()
+        );
+    }
+
+    #[test]
+    fn a_type_without_a_slot_is_the_typed_unsupported_error() {
+        // What every lookup answers for a type added to the core later (none can be built
+        // here, so the shared step is checked with the missing slot it would get).
+        match slot_of(None, ElementType::U64) {
+            Err(CudaError::UnsupportedElementType { element_type }) => {
+                assert_eq!(element_type, ElementType::U64);
+            }
+            other => panic!("expected UnsupportedElementType, got {other:?}"),
+        }
+        assert_eq!(slot_of(Some(3), ElementType::U64).ok(), Some(3));
+        let message = CudaError::UnsupportedElementType {
+            element_type: ElementType::U8,
+        }
+        .to_string();
+        assert!(message.contains("uint8"), "{message}");
+    }
+
+    #[test]
+    fn kernel_names_spell_the_new_integer_types_as_the_source_does() {
+        assert_eq!(
+            fold_kernel_name(CombineOp::Sum, ElementType::I8).ok(),
+            Some("ruccl_fold_sum_i8".to_owned())
+        );
+        assert_eq!(
+            fold_kernel_name(CombineOp::Max, ElementType::U64).ok(),
+            Some("ruccl_fold_max_u64".to_owned())
+        );
+        assert_eq!(
+            mean_kernel_name(ElementType::U32).ok(),
+            Some("ruccl_mean_u32".to_owned())
+        );
+        assert_eq!(type_part(ElementType::U8), Some("u8"));
     }
 
     #[test]
@@ -653,8 +772,8 @@ mod tests {
     #[test]
     fn the_source_defines_every_kernel_the_executor_loads() {
         // The .cu files spell names through macros: check each macro instantiation is there.
-        for element_type in ElementType::ALL {
-            let part = type_part(element_type);
+        for element_type in KERNEL_TYPES {
+            let part = type_part(element_type).expect("a kernel type has a name part");
             let fold = format!("RUCCL_FOLD_KERNELS_FOR({part}, ");
             let mean = format!("RUCCL_MEAN_KERNEL({part}, ");
             assert!(KERNEL_SOURCE.contains(&fold), "{fold}");
@@ -765,32 +884,57 @@ mod tests {
     #[test]
     fn the_kernel_table_maps_every_type_and_operator_to_its_own_kernel() {
         let table = KernelTable::build(|name| Ok(name.to_owned())).expect("a consistent table");
-        for element_type in ElementType::ALL {
+        for element_type in KERNEL_TYPES {
             for op in CombineOp::ALL {
                 assert_eq!(
                     table.fold(op, element_type).ok(),
-                    Some(&fold_kernel_name(op, element_type)),
+                    fold_kernel_name(op, element_type).ok().as_ref(),
+                    "{element_type} {op:?}"
+                );
+                assert!(
+                    table.fold(op, element_type).is_ok(),
                     "{element_type} {op:?}"
                 );
             }
             assert_eq!(
                 table.mean(element_type).ok(),
-                Some(&mean_kernel_name(element_type)),
+                mean_kernel_name(element_type).ok().as_ref(),
                 "{element_type}"
             );
+            assert!(table.mean(element_type).is_ok(), "{element_type}");
         }
+        // Pinned: the new integer types sit in their own rows, after the original six.
+        assert_eq!(
+            table.fold(CombineOp::Product, ElementType::I8).ok(),
+            Some(&"ruccl_fold_prod_i8".to_owned())
+        );
+        assert_eq!(
+            table.fold(CombineOp::Min, ElementType::U8).ok(),
+            Some(&"ruccl_fold_min_u8".to_owned())
+        );
+        assert_eq!(
+            table.fold(CombineOp::Sum, ElementType::U32).ok(),
+            Some(&"ruccl_fold_sum_u32".to_owned())
+        );
+        assert_eq!(
+            table.mean(ElementType::U64).ok(),
+            Some(&"ruccl_mean_u64".to_owned())
+        );
+        assert_eq!(fold_slot(CombineOp::Sum, ElementType::I8), Some(24));
+        assert_eq!(fold_slot(CombineOp::Max, ElementType::U64), Some(39));
+        assert_eq!(type_slot(ElementType::U8), Some(7));
     }
 
     #[test]
     fn the_kernel_table_slots_are_distinct_and_in_range() {
         let mut fold = BTreeSet::new();
         let mut mean = BTreeSet::new();
-        for element_type in ElementType::ALL {
+        for element_type in KERNEL_TYPES {
             for op in CombineOp::ALL {
-                let slot = fold_slot(op, element_type);
+                let slot = fold_slot(op, element_type).expect("a kernel type has a row");
                 assert!(slot < FOLD_SLOTS && fold.insert(slot), "{slot}");
             }
-            let slot = type_slot(element_type);
+            let slot = type_slot(element_type).expect("a kernel type has a row");
             assert!(slot < MEAN_SLOTS && mean.insert(slot), "{slot}");
         }
         assert_eq!((fold.len(), mean.len()), (FOLD_SLOTS, MEAN_SLOTS));

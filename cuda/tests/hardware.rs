@@ -219,6 +219,91 @@ fn all_reduce_outputs_agree_bit_for_bit_across_ranks_and_with_the_simulated_devi
     println!("{gpus} GPU(s): every rank and the simulated device agree bit for bit");
 }
 
+/// The integer arithmetic on hardware: sums and products that wrap (inputs across each type's
+/// whole range, its extremes included), min and max in the type's own order (an unsigned type's
+/// top half is not negative), and `Mean` dividing the wrapped sum toward zero — every rank's
+/// output the same bits as the simulated device's, for every integer type, operation and
+/// algorithm.
+#[test]
+fn integer_all_reduce_wraps_and_truncates_bit_for_bit_with_the_simulated_device() {
+    let test = "integer_wrapping";
+    let _watchdog = common::watchdog(test);
+    let Some(_) = common::gpus(test) else {
+        return;
+    };
+    let map = DeviceMap::logical(0, common::logical_ranks()).unwrap();
+    let device = common::executor(map.clone(), CudaConfig::from_env());
+    let sim = SimDevice::new();
+    let len = 4099;
+    for world in [2, 3, map.len()] {
+        let devices = common::first_devices(&map, world);
+        let sim_devices: Vec<DeviceId> = (0..world as u32).map(DeviceId::new).collect();
+        let communicator = NativeCommunicator::new(devices.clone(), device.clone()).unwrap();
+        let sim_communicator = NativeCommunicator::new(sim_devices.clone(), sim.clone()).unwrap();
+        for algorithm in common::algorithms(world) {
+            for element_type in ElementType::ALL.into_iter().filter(|t| t.is_integer()) {
+                for operation in ReduceOperation::ALL {
+                    let inputs: Vec<HostValues> = (0..world)
+                        .map(|rank| wrapping_input(element_type, rank, len))
+                        .collect();
+                    let collective = Collective::AllReduce(operation);
+                    let case = format!("W={world} {algorithm} {element_type} {operation}");
+                    let outputs: Vec<Vec<u8>> =
+                        common::collective(&device, &communicator, &inputs, collective, algorithm)
+                            .into_iter()
+                            .map(|output| {
+                                common::bits(&output.unwrap_or_else(|e| panic!("{case}: {e}")))
+                            })
+                            .collect();
+                    for (rank, output) in outputs.iter().enumerate() {
+                        assert!(
+                            output == &outputs[0],
+                            "{case}: rank {rank}'s bits differ from rank 0's"
+                        );
+                    }
+                    let reference =
+                        sim_all_reduce(&sim, &sim_communicator, &inputs, collective, algorithm);
+                    assert!(
+                        outputs[0] == reference,
+                        "{case}: the GPU's bits differ from the simulated device's"
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// Integer inputs across the whole range of `element_type`: the low bits of a mixed 64-bit hash
+/// of (rank, index), with the type's extremes (all bits set, only the top bit set, 0, 1) at every
+/// 16th index, so sums and products wrap and an unsigned top half meets min and max.
+fn wrapping_input(element_type: ElementType, rank: usize, len: usize) -> HostValues {
+    let value = |index: usize| -> u64 {
+        match index % 16 {
+            0 => u64::MAX,
+            1 => 1 << (element_type.bits() - 1),
+            2 => 0,
+            3 => 1,
+            _ => {
+                let mut x = (rank as u64) << 32 ^ index as u64 ^ 0x9e37_79b9_7f4a_7c15;
+                x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+                x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+                x ^ (x >> 31)
+            }
+        }
+    };
+    let values = (0..len).map(value);
+    // `as` keeps the low bits: the element's two's complement pattern.
+    match element_type {
+        ElementType::I8 => HostValues::I8(values.map(|v| v as i8).collect()),
+        ElementType::U8 => HostValues::U8(values.map(|v| v as u8).collect()),
+        ElementType::I32 => HostValues::I32(values.map(|v| v as i32).collect()),
+        ElementType::U32 => HostValues::U32(values.map(|v| v as u32).collect()),
+        ElementType::I64 => HostValues::I64(values.map(|v| v as i64).collect()),
+        ElementType::U64 => HostValues::U64(values.collect()),
+        other => panic!("no integer input for {other}"),
+    }
+}
+
 /// Inputs whose float reductions round: varied magnitudes and signs (products stay finite).
 fn rounding_input(
     element_type: ElementType,
@@ -294,7 +379,12 @@ fn a_fold_over_more_ranks_than_one_launch_takes_is_chained_exactly() {
         CudaConfig::from_env().with_contexts(ContextPolicy::SharedPrimary),
     );
     let devices = device.devices();
-    for element_type in [ElementType::I64, ElementType::F32, ElementType::BF16] {
+    for element_type in [
+        ElementType::I64,
+        ElementType::F32,
+        ElementType::BF16,
+        ElementType::U8,
+    ] {
         for operation in ReduceOperation::ALL {
             let case = (Collective::AllReduce(operation), Algorithm::Direct);
             check_collective(&device, &devices, case, element_type, 1023);

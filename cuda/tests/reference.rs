@@ -77,3 +77,27 @@ fn float_mean_divides_once_in_the_compute_type() {
         assert_eq!(*mean, half::bf16::from_f32(sum / 3.0));
     }
 }
+
+#[test]
+fn unsigned_mean_divides_the_wrapped_sum_as_unsigned() {
+    let world = 4;
+    let HostValues::U8(sums) =
+        common::kernel_reference(ElementType::U8, ReduceOperation::Sum, world, 9)
+    else {
+        panic!("wrong type");
+    };
+    assert!(
+        sums.iter().any(|&sum| sum >= 128 && sum % 4 != 0),
+        "the pattern has wrapped (negative) sums with a remainder: {sums:?}"
+    );
+    let means = common::kernel_reference(ElementType::U8, ReduceOperation::Mean, world, 9);
+    assert_eq!(
+        means,
+        HostValues::U8(sums.iter().map(|sum| sum / 4).collect())
+    );
+    // Dividing the signed sum and wrapping afterwards gives other bits, which the check refuses.
+    let signed = HostValues::U8(sums.iter().map(|&sum| (sum as i8 / 4) as u8).collect());
+    let check = Expected::new(ElementType::U8, ReduceOperation::Mean, world);
+    assert_eq!(check.count_wrong(&means, 9), 0);
+    assert!(check.count_wrong(&signed, 9) > 0);
+}

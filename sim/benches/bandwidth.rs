@@ -1,8 +1,10 @@
 //! Simulated all-reduce time against plain copy loops, W = 4 ranks of f32, persistent rank threads.
+//! Every all-reduce is the ring plan ([`Algorithm::Ring`], asked for by name through
+//! `NativeCommunicator::collective`), whose traffic the copy loops reproduce.
 //!
-//! - `allreduce_vs_copy/SIZE`, 4 B … 64 MiB: the all-reduce (default device: all cores) against a
-//!   copy loop over the same bytes (one rank's message, one thread).
-//! - `ring_bound/64MiB`: the all-reduce with the device on one thread and on all cores, against a
+//! - `allreduce_vs_copy/SIZE`, 4 B … 64 MiB: the ring all-reduce (default device: all cores)
+//!   against a copy loop over the same bytes (one rank's message, one thread).
+//! - `ring_bound/64MiB`: the ring all-reduce with the device on one thread and on all cores, against a
 //!   copy loop (one thread) moving the minimum memory traffic of the ring: per rank and step, a
 //!   reduce-scatter transfer reads the source and reads and writes the destination chunk, an
 //!   all-gather transfer reads the source and writes the destination chunk — `5(W-1)·n` element
@@ -20,7 +22,9 @@ mod common;
 
 use common::{Crew, load_average, median, pretty, record};
 use criterion::{BenchmarkId, Criterion};
-use ruccl_core::{DeviceId, NativeCommunicator, ReduceOperation};
+use ruccl_core::{
+    Algorithm, Collective, CollectiveOptions, DeviceId, NativeCommunicator, ReduceOperation,
+};
 use ruccl_sim::{HostTensors, HostValues, SimDevice, SimTensor};
 use std::hint::black_box;
 use std::sync::Arc;
@@ -46,13 +50,11 @@ fn all_reduce_crew(bytes: usize, threads: Option<usize>) -> Crew {
         let values = HostValues::F32((0..length).map(|index| (index % 7) as f32).collect());
         let mut tensor: Option<SimTensor> =
             Some(device.upload(DeviceId::new(rank as u32), &values).unwrap());
+        let sum = Collective::AllReduce(ReduceOperation::Sum);
+        let ring = CollectiveOptions::default().with_algorithm(Algorithm::Ring);
         Box::new(move || {
             let input = tensor.take().unwrap();
-            tensor = Some(
-                communicator
-                    .all_reduce(rank, input, ReduceOperation::Sum)
-                    .unwrap(),
-            );
+            tensor = Some(communicator.collective(rank, input, sum, ring).unwrap());
         })
     })
 }

@@ -201,4 +201,8 @@ impl<D: HostTensors, I: Intercept<D>> HostTensors for Intercepted<D, I> {
     fn supports(&self, element_type: ElementType, operation: ReduceOperation) -> bool {
         self.inner.supports(element_type, operation)
     }
+
+    fn supports_type(&self, element_type: ElementType) -> bool {
+        self.inner.supports_type(element_type)
+    }
 }

@@ -14,7 +14,7 @@
 //! [conformance reference](crate::conformance::reference) specialised to these inputs: exact
 //! where that one allows rounding (these results have none), and one period long.
 
-use crate::conformance::reference::{epsilon, reduce_integers};
+use crate::conformance::reference::{epsilon, reduce_integer_column, reduce_integers};
 use crate::host::{ElementType, HostValues};
 use half::{bf16, f16};
 use ruccl_core::ReduceOperation;
@@ -87,6 +87,12 @@ pub fn input(
         }
         ElementType::I32 => HostValues::I32(repeated.map(|value| value as i32).collect()),
         ElementType::I64 => HostValues::I64(repeated.collect()),
+        ElementType::I8 => HostValues::I8(repeated.map(|value| value as i8).collect()),
+        ElementType::U8 => HostValues::U8(repeated.map(|value| value as u8).collect()),
+        ElementType::U32 => HostValues::U32(repeated.map(|value| value as u32).collect()),
+        ElementType::U64 => HostValues::U64(repeated.map(|value| value as u64).collect()),
+        // A type this crate does not know: f64 values, which the check counts as all wrong.
+        _ => HostValues::F64(repeated.map(|value| value as f64).collect()),
     }
 }
 
@@ -139,6 +145,10 @@ impl Expected {
             HostValues::BF16(values) => self.count(values, |&value| f64::from(value)),
             HostValues::I32(values) => self.count(values, |&value| f64::from(value)),
             HostValues::I64(values) => self.count(values, |&value| value as f64),
+            HostValues::I8(values) => self.count(values, |&value| f64::from(value)),
+            HostValues::U8(values) => self.count(values, |&value| f64::from(value)),
+            HostValues::U32(values) => self.count(values, |&value| f64::from(value)),
+            HostValues::U64(values) => self.count(values, |&value| value as f64),
         };
         wrong as u64
     }
@@ -179,7 +189,15 @@ fn reference_value(
         ElementType::F64 => exact,
         ElementType::F16 => f64::from(f16::from_f64(exact)),
         ElementType::BF16 => f64::from(bf16::from_f64(exact)),
-        ElementType::I32 | ElementType::I64 => exact.trunc(),
+        // Integers wrap in their own type (the unsigned ones hold the negative inputs modulo
+        // 2^bits), so their reference is the typed reduction of the wrapped inputs.
+        integer if integer.is_integer() => {
+            let column: Vec<i128> = (0..world)
+                .map(|rank| i128::from(input_integer(operation, rank, index)))
+                .collect();
+            reduce_integer_column(&column, operation, integer) as f64
+        }
+        _ => exact,
     }
 }
 

@@ -1,11 +1,14 @@
 //! The fault decorator, driven through a real communicator with one thread per rank: every fault
-//! site delivers the same error to every rank, and the next generation succeeds.
+//! site delivers the same error to every rank, the next generation succeeds, every generation is
+//! what the predictor says, and nothing the simulated device made stays alive.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests assert by unwrapping
 
-use ruccl_core::DeviceId;
+use ruccl_core::{Algorithm, Collective, DeviceId, Plan, ReduceOperation};
 use ruccl_sim::SimDevice;
-use ruccl_sim::fault::{FaultPlan, FaultyDevice, RandomPlan, Received, Trial, trial_sum};
+use ruccl_sim::fault::{
+    FaultPlan, FaultyDevice, RandomPlan, Received, Trial, every_site, trial_sum,
+};
 use std::time::Duration;
 
 const WORLD: usize = 3;
@@ -17,22 +20,52 @@ fn devices() -> Vec<DeviceId> {
     (0..WORLD as u32).map(DeviceId::new).collect()
 }
 
-fn trial(generations: u64) -> Trial {
+fn trial(generations: u64, algorithm: Algorithm) -> Trial {
     Trial {
         generations,
         length: LENGTH,
+        algorithm,
         timeout: Duration::from_secs(60),
     }
 }
 
-/// Run `generations` all-reduces (sum) through a communicator over `plan`; `seen[g][r]`. Every
-/// generation is also what the predictor says.
+/// Run `generations` ring all-reduces (sum) through a communicator over `plan`; `seen[g][r]`.
 fn run(plan: FaultPlan, generations: u64) -> (Vec<Vec<Received>>, Device) {
+    run_via(plan, generations, Algorithm::Ring)
+}
+
+/// Like [`run`], via `algorithm`. Every generation is also what the predictor says, and the
+/// simulated device's census is back to zero afterwards.
+fn run_via(
+    plan: FaultPlan,
+    generations: u64,
+    algorithm: Algorithm,
+) -> (Vec<Vec<Received>>, Device) {
     let device = FaultyDevice::new(SimDevice::new(), devices(), plan.clone());
-    let trial = trial(generations);
+    let trial = trial(generations, algorithm);
     let seen = trial.run(&device, &devices()).unwrap();
-    trial.check(&plan, &seen).unwrap();
+    trial.check(&plan, &device, &seen).unwrap();
+    device
+        .inner()
+        .check_quiescent()
+        .unwrap_or_else(|leak| panic!("`{plan}` via {algorithm}: {leak}"));
     (seen, device)
+}
+
+/// The plan every generation of a trial via `algorithm` runs.
+fn plan_of(algorithm: Algorithm) -> Plan {
+    let sum = Collective::AllReduce(ReduceOperation::Sum);
+    Plan::with_model(
+        sum,
+        algorithm,
+        WORLD,
+        ruccl_core::TensorInfo {
+            len: LENGTH,
+            element: ruccl_sim::ElementType::I64,
+        },
+        &SimDevice::new().model(),
+    )
+    .unwrap()
 }
 
 fn sum(generation: u64) -> ruccl_sim::HostValues {
@@ -117,6 +150,12 @@ fn an_exchange_error_at_a_chosen_step_reaches_every_rank() {
 }
 
 #[test]
+fn the_ring_of_three_ranks_has_four_steps() {
+    // The exchange tests below fault steps 2 and 3 of it.
+    assert_eq!(plan_of(Algorithm::Ring).steps().len(), 4);
+}
+
+#[test]
 fn an_exchange_panic_at_the_last_step_reaches_every_rank() {
     assert_site_fails_generation_one(
         "exchange:step=3:gen=1:panic",
@@ -160,7 +199,7 @@ fn too_many_outputs_reach_every_rank_as_an_output_count_error() {
 fn a_panicking_drop_of_a_prepared_input_reaches_every_rank() {
     assert_site_fails_generation_one(
         "drop:what=prepared:rank=0:gen=1",
-        "device panicked in drop of prepared inputs: injected panic in drop of a prepared input on rank 0 in generation 1",
+        "device panicked in begin: injected panic in drop of a prepared input on rank 0 in generation 1",
     );
 }
 
@@ -207,16 +246,21 @@ fn an_undelivered_armed_output_is_contained_by_the_communicator() {
 }
 
 #[test]
+fn an_armed_prepared_input_fails_the_generation_before_a_begin_fault() {
+    // `begin` drops the decorator's wrappers first: the armed input's panic is the error.
+    assert_site_fails_generation_one(
+        "begin:gen=1:error,drop:what=prepared:rank=2:gen=1",
+        "device panicked in begin: injected panic in drop of a prepared input on rank 2 in generation 1",
+    );
+}
+
+#[test]
 fn seeded_random_plans_keep_agreement_and_spare_unplanned_generations() {
-    for seed in 0..8 {
+    for (seed, algorithm) in (0..8).zip([Algorithm::Ring, Algorithm::Direct].into_iter().cycle()) {
         let generations = 10;
-        let plan = FaultPlan::random(RandomPlan {
-            seed,
-            world: WORLD,
-            generations,
-            faults: 3,
-        });
-        let (seen, _) = run(plan.clone(), generations);
+        let shape = RandomPlan::for_plan(seed, &plan_of(algorithm), generations, 3);
+        let plan = FaultPlan::random(shape);
+        let (seen, _) = run_via(plan.clone(), generations, algorithm);
         for (generation, seen) in seen.iter().enumerate() {
             let planned = plan
                 .specs()
@@ -273,10 +317,90 @@ fn a_failed_prepare_does_not_shift_the_generation_of_later_faults() {
 
 #[test]
 fn the_predictor_names_the_error_of_every_site_to_the_letter() {
-    // `run` checks every generation against `FaultPlan::predict`: here, one fault at a time at
-    // every site the decorator has, each alone in generation 1.
-    for spec in ruccl_sim::fault::every_site(WORLD, 1) {
-        let (seen, _) = run(FaultPlan::new(vec![spec]), 3);
-        assert_generation_succeeded(&seen[2], 2);
+    // `run_via` checks every generation against `FaultPlan::predict` and the census: here, one
+    // fault at a time at every site the decorator has (every step of the plan), each alone in
+    // generation 1, for a plan of many steps and a plan of one.
+    for algorithm in [Algorithm::Ring, Algorithm::Direct] {
+        let steps = plan_of(algorithm).steps().len();
+        for spec in every_site(WORLD, steps, 1) {
+            let (seen, _) = run_via(FaultPlan::new(vec![spec]), 3, algorithm);
+            assert_generation_succeeded(&seen[2], 2);
+        }
     }
+}
+
+#[test]
+fn a_fault_at_a_step_the_plan_does_not_have_never_fires() {
+    // Direct has one step: a fault at step 3 is never met, and every generation succeeds.
+    let (seen, device) = run_via(
+        "exchange:step=3:error".parse().unwrap(),
+        2,
+        Algorithm::Direct,
+    );
+    for (generation, seen) in seen.iter().enumerate() {
+        assert_generation_succeeded(seen, generation as u64);
+    }
+    assert!(device.fired().is_empty());
+}
+
+#[test]
+fn a_mismatch_wins_over_prepare_faults_and_armed_inputs_as_predicted() {
+    use ruccl_core::{CollectiveOptions, NativeCommunicator, TensorInfo};
+    use ruccl_sim::fault::{GenerationCalls, Outcome};
+    use ruccl_sim::{ElementType, HostTensors, HostValues};
+    // Rank 1 asks for the maximum, the others for the sum; rank 2's prepare fails and rank 0's
+    // input is armed: the ranks' disagreement is the generation's error, on every rank.
+    let plan: FaultPlan = "prepare:rank=2:error,drop:what=prepared:rank=0"
+        .parse()
+        .unwrap();
+    let device = FaultyDevice::new(SimDevice::new(), devices(), plan.clone());
+    let communicator = NativeCommunicator::new(devices(), device.clone()).unwrap();
+    let operations = [
+        ReduceOperation::Sum,
+        ReduceOperation::Max,
+        ReduceOperation::Sum,
+    ];
+    let got: Vec<String> = std::thread::scope(|scope| {
+        let handles: Vec<_> = operations
+            .iter()
+            .enumerate()
+            .map(|(rank, &operation)| {
+                let (device, communicator) = (&device, &communicator);
+                scope.spawn(move || {
+                    let on = DeviceId::new(rank as u32);
+                    let tensor = device
+                        .upload(on, &HostValues::I64(vec![1; LENGTH]))
+                        .unwrap();
+                    let collective = Collective::AllReduce(operation);
+                    let options = CollectiveOptions::default().with_algorithm(Algorithm::Ring);
+                    communicator
+                        .collective(rank, tensor, collective, options)
+                        .err()
+                        .map(|error| error.to_string())
+                        .unwrap_or_default()
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let requests: Vec<(Collective, Algorithm)> = operations
+        .iter()
+        .map(|&operation| (Collective::AllReduce(operation), Algorithm::Ring))
+        .collect();
+    let input = TensorInfo {
+        len: LENGTH,
+        element: ElementType::I64,
+    };
+    let inputs = vec![input; WORLD];
+    let calls = GenerationCalls::new(0, &requests, &inputs, SimDevice::new().model());
+    let Outcome::Failed(predicted) = plan.predict(&calls) else {
+        panic!("a mismatch cannot deliver");
+    };
+    assert!(
+        predicted
+            .to_string()
+            .contains("different reduce operations")
+    );
+    assert_eq!(got, vec![predicted.to_string(); WORLD]);
+    device.inner().check_quiescent().unwrap();
 }

@@ -4,6 +4,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests assert by unwrapping
 
 use proptest::prelude::*;
+use ruccl_core::{Algorithm, Collective, Plan, ReduceOperation};
 use ruccl_sim::fault::{
     DropTarget, FaultAction, FaultPlan, FaultSite, FaultSpec, ParseFaultError, RandomPlan,
 };
@@ -198,6 +199,7 @@ fn random_plans_are_reproducible_from_their_seed() {
     let shape = RandomPlan {
         seed: 42,
         world: 4,
+        steps: 6,
         generations: 20,
         faults: 16,
     };
@@ -219,6 +221,38 @@ fn random_plans_are_reproducible_from_their_seed() {
         // What a random plan draws can be written down and read back.
         assert_eq!(spec.to_string().parse::<FaultSpec>(), Ok(*spec));
     }
+}
+
+#[test]
+fn random_plans_draw_exchange_steps_from_the_plans_own_steps() {
+    let sum = Collective::AllReduce(ReduceOperation::Sum);
+    for (algorithm, steps) in [(Algorithm::Direct, 1), (Algorithm::HalvingDoubling, 4)] {
+        let plan = Plan::new(sum, algorithm, 4, 64).unwrap();
+        assert_eq!(plan.steps().len(), steps);
+        let shape = RandomPlan::for_plan(7, &plan, 5, 200);
+        assert_eq!((shape.world, shape.steps), (4, steps));
+        let drawn: Vec<usize> = FaultPlan::random(shape)
+            .specs()
+            .iter()
+            .filter_map(|spec| match spec.site {
+                FaultSite::Exchange { step, .. } => step,
+                _ => None,
+            })
+            .collect();
+        assert!(!drawn.is_empty(), "{algorithm}: no exchange fault in 200");
+        assert!(
+            drawn.iter().all(|&step| step < steps),
+            "{algorithm}: {drawn:?}"
+        );
+    }
+    // A plan without steps (one rank) never gets an exchange fault.
+    let alone = Plan::new(sum, Algorithm::Ring, 1, 64).unwrap();
+    let plan = FaultPlan::random(RandomPlan::for_plan(7, &alone, 5, 200));
+    assert!(
+        plan.specs()
+            .iter()
+            .all(|spec| !matches!(spec.site, FaultSite::Exchange { .. }))
+    );
 }
 
 fn action() -> impl Strategy<Value = FaultAction> {

@@ -3,10 +3,13 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests assert by unwrapping
 
-use half::bf16;
-use ruccl_core::{DeviceId, NativeCollectiveDevice, NativeCommunicator, ReduceOperation};
+use half::{bf16, f16};
+use ruccl_core::{
+    Algorithm, Collective, CollectiveOptions, DeviceId, NativeCollectiveDevice, NativeCommunicator,
+    Plan, ReduceOperation, Step, Transfer,
+};
 use ruccl_sim::{
-    ElementType, HostTensors, HostValues, SimDevice, SimError, SimPrepared, SimTensor,
+    ElementType, HostTensors, HostValues, SimDevice, SimError, SimPrepared, SimTensor, SimWork,
 };
 use std::ops::Range;
 
@@ -20,12 +23,26 @@ fn prepared(device: &SimDevice, on: u32, values: HostValues) -> SimPrepared {
         .unwrap()
 }
 
+fn all_reduce_plan(operation: ReduceOperation, world: usize, length: usize) -> Plan {
+    Plan::new(
+        Collective::AllReduce(operation),
+        Algorithm::Direct,
+        world,
+        length,
+    )
+    .unwrap()
+}
+
 fn two_ranks(device: &SimDevice) -> (Vec<DeviceId>, Vec<SimPrepared>) {
     let inputs = vec![
         prepared(device, 0, HostValues::I64(vec![1, 2, 3, 4])),
         prepared(device, 1, HostValues::I64(vec![10, 20, 30, 40])),
     ];
     (vec![id(0), id(1)], inputs)
+}
+
+fn transfer(from: usize, to: usize, range: Range<usize>) -> Transfer {
+    Transfer { from, to, range }
 }
 
 fn assert_one_line(error: &SimError) {
@@ -57,22 +74,34 @@ fn begin_refuses_every_malformed_generation() {
     let device = SimDevice::builder()
         .unsupported(ElementType::I64, ReduceOperation::Product)
         .build();
-    let (devices, inputs) = two_ranks(&device);
-    let sum = ReduceOperation::Sum;
+    let sum = all_reduce_plan(ReduceOperation::Sum, 2, 4);
+    let begin = |devices: &[DeviceId], inputs: Vec<SimPrepared>, plan: &Plan| {
+        device.begin(devices, inputs, plan).unwrap_err()
+    };
+    let devices = vec![id(0), id(1)];
     let refusals = [
         (
-            device.begin(&[], &[], sum).unwrap_err(),
-            SimError::EmptyWorld,
-        ),
-        (
-            device.begin(&devices, &inputs[..1], sum).unwrap_err(),
+            begin(
+                &[],
+                Vec::new(),
+                &all_reduce_plan(ReduceOperation::Sum, 1, 0),
+            ),
             SimError::InputCount {
-                devices: 2,
-                inputs: 1,
+                devices: 0,
+                inputs: 0,
+                planned: 1,
             },
         ),
         (
-            device.begin(&[id(1), id(0)], &inputs, sum).unwrap_err(),
+            begin(&devices, two_ranks(&device).1[..1].to_vec(), &sum),
+            SimError::InputCount {
+                devices: 2,
+                inputs: 1,
+                planned: 2,
+            },
+        ),
+        (
+            begin(&[id(1), id(0)], two_ranks(&device).1, &sum),
             SimError::RankOnWrongDevice {
                 rank: 0,
                 expected: id(1),
@@ -80,16 +109,14 @@ fn begin_refuses_every_malformed_generation() {
             },
         ),
         (
-            device
-                .begin(
-                    &devices,
-                    &[
-                        inputs[0].clone(),
-                        prepared(&device, 1, HostValues::I64(vec![1])),
-                    ],
-                    sum,
-                )
-                .unwrap_err(),
+            begin(
+                &devices,
+                vec![
+                    two_ranks(&device).1.remove(0),
+                    prepared(&device, 1, HostValues::I64(vec![1])),
+                ],
+                &sum,
+            ),
             SimError::LengthMismatch {
                 rank: 1,
                 expected: 4,
@@ -97,26 +124,26 @@ fn begin_refuses_every_malformed_generation() {
             },
         ),
         (
-            device
-                .begin(
-                    &devices,
-                    &[
-                        inputs[0].clone(),
-                        prepared(&device, 1, HostValues::I32(vec![1, 2, 3, 4])),
-                    ],
-                    sum,
-                )
-                .unwrap_err(),
+            begin(
+                &devices,
+                vec![
+                    two_ranks(&device).1.remove(0),
+                    prepared(&device, 1, HostValues::U32(vec![1, 2, 3, 4])),
+                ],
+                &sum,
+            ),
             SimError::ElementTypeMismatch {
                 rank: 1,
                 expected: ElementType::I64,
-                actual: ElementType::I32,
+                actual: ElementType::U32,
             },
         ),
         (
-            device
-                .begin(&devices, &inputs, ReduceOperation::Product)
-                .unwrap_err(),
+            begin(
+                &devices,
+                two_ranks(&device).1,
+                &all_reduce_plan(ReduceOperation::Product, 2, 4),
+            ),
             SimError::UnsupportedOperation {
                 operation: ReduceOperation::Product,
                 element_type: ElementType::I64,
@@ -129,99 +156,152 @@ fn begin_refuses_every_malformed_generation() {
     }
     assert!(device.supports(ElementType::I64, ReduceOperation::Sum));
     assert!(!device.supports(ElementType::I64, ReduceOperation::Product));
+    device.check_quiescent().unwrap();
 }
 
 #[test]
 #[allow(clippy::reversed_empty_ranges)] // inverted ranges are one of the refusals under test
-fn exchange_refuses_bad_ranges_and_leaves_the_work_untouched() {
+fn exchange_refuses_every_malformed_step_and_leaves_the_work_untouched() {
     let device = SimDevice::new();
     let (devices, inputs) = two_ranks(&device);
     let mut work = device
-        .begin(&devices, &inputs, ReduceOperation::Sum)
+        .begin(
+            &devices,
+            inputs,
+            &all_reduce_plan(ReduceOperation::Sum, 2, 4),
+        )
         .unwrap();
-    let refusals: [(Vec<Range<usize>>, SimError); 5] = [
+    let step = |combine, transfers| Step { combine, transfers };
+    let refusals = [
         (
-            std::iter::once(0..1).collect(),
-            SimError::RangeCount {
-                ranges: 1,
+            step(true, vec![transfer(0, 2, 0..1)]),
+            SimError::NoSuchRank {
+                transfer: 0,
+                rank: 2,
                 world: 2,
             },
         ),
         (
-            vec![0..1, 1..2, 2..3],
-            SimError::RangeCount {
-                ranges: 3,
-                world: 2,
-            },
-        ),
-        (
-            vec![0..1, 2..1],
-            SimError::InvertedRange {
+            step(false, vec![transfer(0, 1, 0..1), transfer(1, 1, 0..1)]),
+            SimError::SelfTransfer {
+                transfer: 1,
                 rank: 1,
+            },
+        ),
+        (
+            step(true, vec![transfer(0, 1, 2..1)]),
+            SimError::InvertedRange {
+                transfer: 0,
                 start: 2,
                 end: 1,
             },
         ),
         (
-            vec![2..5, 0..3],
+            step(true, vec![transfer(1, 0, 2..5)]),
             SimError::RangeOutOfBounds {
-                rank: 0,
+                transfer: 0,
                 start: 2,
                 end: 5,
-                length: 4,
+                buffer_len: 4,
             },
         ),
         (
-            vec![0..0, 1..3],
-            SimError::UnbalancedStep {
-                short_rank: 0,
-                short: 0,
-                long_rank: 1,
-                long: 2,
+            step(false, vec![transfer(0, 1, 0..2), transfer(0, 1, 1..3)]),
+            SimError::DoubleWrite {
+                rank: 1,
+                element: 1,
+            },
+        ),
+        (
+            step(true, vec![transfer(1, 0, 0..3), transfer(1, 0, 2..4)]),
+            SimError::DuplicateSource {
+                rank: 0,
+                element: 2,
+                from: 1,
             },
         ),
     ];
-    for (ranges, expected) in refusals {
-        let error = device.exchange(&mut work, &ranges, true).unwrap_err();
-        assert_eq!(error, expected, "{ranges:?}");
+    for (step, expected) in refusals {
+        let error = device.exchange(&mut work, &step).unwrap_err();
+        assert_eq!(error, expected, "{step:?}");
         assert_one_line(&error);
     }
     assert!(work.steps().is_empty(), "refused steps are not traffic");
-    let outputs = device.finish(work, ReduceOperation::Sum).unwrap();
+    let outputs = device
+        .finish(work, &all_reduce_plan(ReduceOperation::Sum, 2, 4))
+        .unwrap();
     assert_eq!(outputs[0].values(), &HostValues::I64(vec![1, 2, 3, 4]));
     assert_eq!(outputs[1].values(), &HostValues::I64(vec![10, 20, 30, 40]));
 }
 
 #[test]
-fn the_balance_check_can_be_turned_off() {
-    let device = SimDevice::builder().balanced_steps(false).build();
-    let (devices, inputs) = two_ranks(&device);
-    let mut work = device
-        .begin(&devices, &inputs, ReduceOperation::Sum)
+fn two_senders_into_one_element_are_allowed_in_a_combining_step_only() {
+    let device = SimDevice::new();
+    let devices = vec![id(0), id(1), id(2)];
+    let plan = all_reduce_plan(ReduceOperation::Sum, 3, 2);
+    let begin = || {
+        let inputs = (0..3)
+            .map(|rank| prepared(&device, rank, HostValues::I32(vec![rank as i32 + 1; 2])))
+            .collect();
+        device.begin(&devices, inputs, &plan).unwrap()
+    };
+    let both = vec![transfer(0, 1, 0..2), transfer(2, 1, 0..2)];
+    let mut work = begin();
+    device
+        .exchange(
+            &mut work,
+            &Step {
+                combine: true,
+                transfers: both.clone(),
+            },
+        )
         .unwrap();
-    device.exchange(&mut work, &[0..0, 1..4], false).unwrap();
-    let outputs = device.finish(work, ReduceOperation::Sum).unwrap();
-    assert_eq!(outputs[0].values(), &HostValues::I64(vec![1, 20, 30, 40]));
+    assert_eq!(work.buffer(1), Some(HostValues::I32(vec![6, 6])));
+    let mut work = begin();
+    let error = device
+        .exchange(
+            &mut work,
+            &Step {
+                combine: false,
+                transfers: both,
+            },
+        )
+        .unwrap_err();
+    assert_eq!(
+        error,
+        SimError::DoubleWrite {
+            rank: 1,
+            element: 0
+        }
+    );
 }
 
 #[test]
-fn finish_refuses_another_operation_than_begin() {
+fn finish_refuses_another_plan_than_begin() {
     let device = SimDevice::new();
     let (devices, inputs) = two_ranks(&device);
     let work = device
-        .begin(&devices, &inputs, ReduceOperation::Sum)
+        .begin(
+            &devices,
+            inputs,
+            &all_reduce_plan(ReduceOperation::Sum, 2, 4),
+        )
         .unwrap();
-    let error = device.finish(work, ReduceOperation::Mean).unwrap_err();
+    let error = device
+        .finish(work, &all_reduce_plan(ReduceOperation::Mean, 2, 4))
+        .unwrap_err();
     assert_eq!(
         error,
-        SimError::OperationChanged {
-            begun: ReduceOperation::Sum,
-            finished: ReduceOperation::Mean
+        SimError::PlanChanged {
+            begun: Collective::AllReduce(ReduceOperation::Sum),
+            begun_world: 2,
+            finished: Collective::AllReduce(ReduceOperation::Mean),
+            finished_world: 2,
         }
     );
     assert_eq!(
         error.to_string(),
-        "finish with avg, but the generation began with sum"
+        "finish with a plan for all-reduce(avg) on 2 ranks, but the generation began all-reduce(sum) on 2"
     );
 }
 
@@ -232,14 +312,17 @@ fn overlapping_sends_read_the_state_from_before_the_step() {
     let inputs: Vec<SimPrepared> = (0..3)
         .map(|rank| prepared(&device, rank, HostValues::I32(vec![rank as i32 + 1; 3])))
         .collect();
-    let mut work = device
-        .begin(&devices, &inputs, ReduceOperation::Sum)
-        .unwrap();
-    // Every rank sends 0..2 and receives 0..2.
-    device
-        .exchange(&mut work, &[0..2, 0..2, 0..2], true)
-        .unwrap();
-    let outputs = device.finish(work, ReduceOperation::Sum).unwrap();
+    let plan = all_reduce_plan(ReduceOperation::Sum, 3, 3);
+    let mut work = device.begin(&devices, inputs, &plan).unwrap();
+    // Every rank sends 0..2 to its successor and receives 0..2 from its predecessor.
+    let ring = Step {
+        combine: true,
+        transfers: (0..3)
+            .map(|from| transfer(from, (from + 1) % 3, 0..2))
+            .collect(),
+    };
+    device.exchange(&mut work, &ring).unwrap();
+    let outputs = device.finish(work, &plan).unwrap();
     let got: Vec<&HostValues> = outputs.iter().map(SimTensor::values).collect();
     assert_eq!(
         got,
@@ -252,12 +335,71 @@ fn overlapping_sends_read_the_state_from_before_the_step() {
     assert_eq!(outputs[2].device(), id(2));
 }
 
-/// All-reduce `inputs` (one per rank) through a communicator, one thread per rank.
-fn all_reduce(inputs: Vec<HostValues>, operation: ReduceOperation) -> Vec<HostValues> {
+#[test]
+fn a_fold_runs_below_own_above_from_the_left() {
+    // Rank 2 receives from ranks 3, 0 and 1, listed so: the device must fold
+    // (((x0 + x1) + x2) + x3) = 1.5 in f32 — not own first (0.5), nor descending (0), nor as listed.
+    let device = SimDevice::new();
+    let devices: Vec<DeviceId> = (0..4).map(id).collect();
+    let values = [1e8f32, -1e8, 1.0, 0.5];
+    let inputs = (0..4)
+        .map(|rank| prepared(&device, rank, HostValues::F32(vec![values[rank as usize]])))
+        .collect();
+    let plan = all_reduce_plan(ReduceOperation::Sum, 4, 1);
+    let mut work: SimWork = device.begin(&devices, inputs, &plan).unwrap();
+    let step = Step {
+        combine: true,
+        transfers: vec![
+            transfer(3, 2, 0..1),
+            transfer(0, 2, 0..1),
+            transfer(1, 2, 0..1),
+        ],
+    };
+    device.exchange(&mut work, &step).unwrap();
+    let [x0, x1, x2, x3] = values;
+    assert_eq!(
+        work.buffer(2),
+        Some(HostValues::F32(vec![((x0 + x1) + x2) + x3]))
+    );
+    for wrong in [
+        ((x2 + x0) + x1) + x3,
+        ((x3 + x2) + x1) + x0,
+        ((x3 + x0) + x1) + x2,
+    ] {
+        assert_ne!(((x0 + x1) + x2) + x3, wrong);
+    }
+}
+
+#[test]
+fn an_all_gather_places_each_input_in_its_block() {
+    let device = SimDevice::new();
+    let devices = vec![id(0), id(1)];
+    let plan = Plan::new(Collective::AllGather, Algorithm::Ring, 2, 2).unwrap();
+    let inputs = vec![
+        prepared(&device, 0, HostValues::U8(vec![1, 2])),
+        prepared(&device, 1, HostValues::U8(vec![3, 4])),
+    ];
+    let work = device.begin(&devices, inputs, &plan).unwrap();
+    assert_eq!(work.buffer(0), Some(HostValues::U8(vec![1, 2, 0, 0])));
+    assert_eq!(work.buffer(1), Some(HostValues::U8(vec![0, 0, 3, 4])));
+    assert_eq!(work.buffer(2), None);
+}
+
+/// Run `collective` over `inputs` (one per rank) through a communicator, one thread per rank.
+fn run(inputs: Vec<HostValues>, collective: Collective) -> Vec<HostValues> {
+    run_via(inputs, collective, Algorithm::Auto)
+}
+
+/// Like [`run`], via `algorithm`.
+fn run_via(
+    inputs: Vec<HostValues>,
+    collective: Collective,
+    algorithm: Algorithm,
+) -> Vec<HostValues> {
     let device = SimDevice::new();
     let devices: Vec<DeviceId> = (0..inputs.len() as u32).map(id).collect();
     let communicator = NativeCommunicator::new(devices.clone(), device.clone()).unwrap();
-    std::thread::scope(|scope| {
+    let outputs = std::thread::scope(|scope| {
         let handles: Vec<_> = inputs
             .into_iter()
             .enumerate()
@@ -267,7 +409,10 @@ fn all_reduce(inputs: Vec<HostValues>, operation: ReduceOperation) -> Vec<HostVa
                 let on = devices[rank];
                 scope.spawn(move || {
                     let tensor = device.upload(on, &values).unwrap();
-                    let output = communicator.all_reduce(rank, tensor, operation).unwrap();
+                    let options = CollectiveOptions::default().with_algorithm(algorithm);
+                    let output = communicator
+                        .collective(rank, tensor, collective, options)
+                        .unwrap();
                     device.download(&output).unwrap()
                 })
             })
@@ -276,7 +421,13 @@ fn all_reduce(inputs: Vec<HostValues>, operation: ReduceOperation) -> Vec<HostVa
             .into_iter()
             .map(|handle| handle.join().unwrap())
             .collect()
-    })
+    });
+    device.check_quiescent().unwrap();
+    outputs
+}
+
+fn all_reduce(inputs: Vec<HostValues>, operation: ReduceOperation) -> Vec<HostValues> {
+    run(inputs, Collective::AllReduce(operation))
 }
 
 #[test]
@@ -300,6 +451,12 @@ fn integer_mean_rounds_toward_zero() {
         ReduceOperation::Mean,
     );
     assert_eq!(outputs[1], HostValues::I64(vec![-1]));
+    let outputs = all_reduce(
+        vec![HostValues::I8(vec![-128, 127]), HostValues::I8(vec![-1, 1])],
+        ReduceOperation::Mean,
+    );
+    // -128 + -1 wraps to 127; 127 + 1 wraps to -128.
+    assert_eq!(outputs[0], HostValues::I8(vec![63, -64]));
 }
 
 #[test]
@@ -320,6 +477,41 @@ fn integer_sum_and_product_wrap() {
         ReduceOperation::Product,
     );
     assert_eq!(outputs[1], HostValues::I32(vec![-2, 0]));
+}
+
+#[test]
+fn unsigned_integers_wrap_and_compare_as_unsigned() {
+    let outputs = all_reduce(
+        vec![
+            HostValues::U8(vec![200, 255, 7]),
+            HostValues::U8(vec![100, 1, 0]),
+        ],
+        ReduceOperation::Sum,
+    );
+    assert_eq!(outputs[1], HostValues::U8(vec![44, 0, 7]));
+    let outputs = all_reduce(
+        vec![
+            HostValues::U64(vec![u64::MAX, 3]),
+            HostValues::U64(vec![1, u64::MAX - 1]),
+        ],
+        ReduceOperation::Max,
+    );
+    assert_eq!(outputs[0], HostValues::U64(vec![u64::MAX, u64::MAX - 1]));
+    let outputs = all_reduce(
+        vec![
+            HostValues::U32(vec![u32::MAX, 9]),
+            HostValues::U32(vec![1, 0]),
+            HostValues::U32(vec![1, 0]),
+        ],
+        ReduceOperation::Mean,
+    );
+    // u32::MAX + 1 + 1 wraps to 1; 1 / 3 is 0.
+    assert_eq!(outputs[2], HostValues::U32(vec![0, 3]));
+    let outputs = all_reduce(
+        vec![HostValues::U8(vec![16, 3]), HostValues::U8(vec![17, 200])],
+        ReduceOperation::Min,
+    );
+    assert_eq!(outputs[0], HostValues::U8(vec![16, 3]));
 }
 
 #[test]
@@ -353,18 +545,59 @@ fn float_mean_divides_the_sum_by_the_world() {
 }
 
 #[test]
-fn min_and_max_pick_an_input_on_every_rank() {
+fn half_types_round_once_per_combine() {
+    // Direct folds ((2048 + 1) + 1) in f16: each combine rounds (ties to even) back to 2048,
+    // on every rank; accumulating in f32 and rounding once would give 2050.
+    let outputs = run_via(
+        vec![
+            HostValues::F16(vec![f16::from_f32(2048.0)]),
+            HostValues::F16(vec![f16::from_f32(1.0)]),
+            HostValues::F16(vec![f16::from_f32(1.0)]),
+        ],
+        Collective::AllReduce(ReduceOperation::Sum),
+        Algorithm::Direct,
+    );
+    for output in outputs {
+        assert_eq!(output, HostValues::F16(vec![f16::from_f32(2048.0)]));
+    }
+}
+
+#[test]
+fn min_and_max_pick_an_input_on_every_rank_and_nan_loses() {
     let outputs = all_reduce(
         vec![
-            HostValues::F64(vec![1.5, -0.25]),
-            HostValues::F64(vec![-3.0, 8.0]),
-            HostValues::F64(vec![0.0, 2.0]),
+            HostValues::F64(vec![1.5, -0.25, f64::NAN]),
+            HostValues::F64(vec![-3.0, 8.0, 2.0]),
+            HostValues::F64(vec![f64::NAN, 2.0, f64::NAN]),
         ],
         ReduceOperation::Min,
     );
     assert!(
         outputs
             .iter()
-            .all(|output| *output == HostValues::F64(vec![-3.0, -0.25]))
+            .all(|output| *output == HostValues::F64(vec![-3.0, -0.25, 2.0]))
+    );
+}
+
+#[test]
+fn every_collective_runs_on_the_new_integer_types() {
+    let inputs = vec![
+        HostValues::I8(vec![1, -2, 3, -4]),
+        HostValues::I8(vec![10, 20, 30, 40]),
+    ];
+    assert_eq!(
+        run(
+            inputs.clone(),
+            Collective::ReduceScatter(ReduceOperation::Sum)
+        ),
+        vec![HostValues::I8(vec![11, 18]), HostValues::I8(vec![33, 36])]
+    );
+    assert_eq!(
+        run(inputs.clone(), Collective::AllGather)[1],
+        HostValues::I8(vec![1, -2, 3, -4, 10, 20, 30, 40])
+    );
+    assert_eq!(
+        run(inputs.clone(), Collective::Broadcast { root: 1 })[0],
+        inputs[1]
     );
 }

@@ -227,6 +227,79 @@ pub fn collectives(world: usize, operation: ReduceOperation) -> [Collective; 4] 
 /// floats would call `-0.0` and `0.0` equal).
 pub fn bits(values: &HostValues) -> Vec<u8> {
     ruccl_cuda::host::to_bytes(values)
+        .unwrap_or_else(|error| panic!("no bytes for {}: {error}", values.element_type()))
+}
+
+/// Bytes of `element_type` elements as host values (the inverse of [`bits`]).
+pub fn from_bits(element_type: ElementType, bytes: &[u8]) -> HostValues {
+    ruccl_cuda::host::from_bytes(element_type, bytes)
+        .unwrap_or_else(|error| panic!("no values of {element_type}: {error}"))
+}
+
+/// An integer type's arithmetic as the kernels do it, written independently of the simulated
+/// device's: sums and products wrap in the type's own width, min and max in its own order
+/// (unsigned types as unsigned), and `Mean` divides the wrapped sum by the world toward zero.
+trait KernelInteger: Copy + Ord {
+    /// `value` modulo 2^bits, as this type holds it.
+    fn wrap(value: i64) -> Self;
+    fn sum(self, other: Self) -> Self;
+    fn product(self, other: Self) -> Self;
+    /// `self / world`, toward zero.
+    fn mean(self, world: usize) -> Self;
+}
+
+macro_rules! kernel_integer {
+    ($type:ty) => {
+        impl KernelInteger for $type {
+            fn wrap(value: i64) -> Self {
+                value as $type
+            }
+            fn sum(self, other: Self) -> Self {
+                self.wrapping_add(other)
+            }
+            fn product(self, other: Self) -> Self {
+                self.wrapping_mul(other)
+            }
+            fn mean(self, world: usize) -> Self {
+                // In i128, where every value and every world fit (i8's -128 over 128 too).
+                (i128::from(self) / world as i128) as $type
+            }
+        }
+    };
+}
+kernel_integer!(i8);
+kernel_integer!(i32);
+kernel_integer!(i64);
+kernel_integer!(u8);
+kernel_integer!(u32);
+kernel_integer!(u64);
+
+/// [`kernel_reference`] for an integer type `T`: rank `r`'s pattern input wrapped into `T`,
+/// folded over the ranks in rank order.
+fn integer_reference<T: KernelInteger>(
+    operation: ReduceOperation,
+    world: usize,
+    len: usize,
+) -> Vec<T> {
+    (0..len)
+        .map(|index| {
+            let column = (0..world.max(1))
+                .map(|rank| T::wrap(pattern::input_integer(operation, rank, index)));
+            let folded = column
+                .reduce(|acc, value| match operation {
+                    ReduceOperation::Sum | ReduceOperation::Mean => acc.sum(value),
+                    ReduceOperation::Product => acc.product(value),
+                    ReduceOperation::Min => acc.min(value),
+                    ReduceOperation::Max => acc.max(value),
+                })
+                .unwrap_or_else(|| T::wrap(0));
+            if operation == ReduceOperation::Mean {
+                folded.mean(world.max(1))
+            } else {
+                folded
+            }
+        })
+        .collect()
 }
 
 /// The first `world` devices of `map`, in order: rank `r` on the `r`-th.
@@ -248,9 +321,9 @@ pub fn input(
 /// What the kernels must produce, bit for bit, from [`input`]s over `world` ranks: the exact
 /// reduction (sim's [`Expected`]), with `Mean` divided as `kernels/mean.cu` and the simulated
 /// device divide — one correctly rounded division in the compute type (f32 for f16 and bf16),
-/// one rounding to storage; integers divided with truncation toward zero. (Sim's `#wrong` check
-/// allows `Mean` the element type's rounding, so it accepts this too; `tests/reference.rs`
-/// checks that.)
+/// one rounding to storage; integers wrapped in their own width and divided with truncation
+/// toward zero. (Sim's `#wrong` check allows `Mean` the element type's rounding, so it accepts
+/// this too; `tests/reference.rs` checks that.)
 pub fn kernel_reference(
     element_type: ElementType,
     operation: ReduceOperation,
@@ -274,7 +347,6 @@ pub fn kernel_reference(
             sum as f32
         }
     };
-    let divisor = world as i64;
     match element_type {
         ElementType::F32 => HostValues::F32(values.map(scaled_f32).collect()),
         ElementType::F64 => HostValues::F64(
@@ -288,16 +360,13 @@ pub fn kernel_reference(
         ElementType::BF16 => {
             HostValues::BF16(values.map(|sum| bf16::from_f32(scaled_f32(sum))).collect())
         }
-        ElementType::I32 => HostValues::I32(
-            values
-                .map(|sum| if scale { sum as i64 / divisor } else { sum as i64 } as i32)
-                .collect(),
-        ),
-        ElementType::I64 => HostValues::I64(
-            values
-                .map(|sum| if scale { sum as i64 / divisor } else { sum as i64 })
-                .collect(),
-        ),
+        ElementType::I32 => HostValues::I32(integer_reference(operation, world, len)),
+        ElementType::I64 => HostValues::I64(integer_reference(operation, world, len)),
+        ElementType::I8 => HostValues::I8(integer_reference(operation, world, len)),
+        ElementType::U8 => HostValues::U8(integer_reference(operation, world, len)),
+        ElementType::U32 => HostValues::U32(integer_reference(operation, world, len)),
+        ElementType::U64 => HostValues::U64(integer_reference(operation, world, len)),
+        other => panic!("no kernel reference for {other}"),
     }
 }
 
@@ -320,13 +389,13 @@ pub fn collective_reference(
             let all = bits(&kernel_reference(element_type, operation, world, len));
             let size = element_type.size();
             let mine = &all[rank * block * size..(rank + 1) * block * size];
-            ruccl_cuda::host::from_bytes(element_type, mine)
+            from_bits(element_type, mine)
         }
         Collective::AllGather => {
             let gathered: Vec<u8> = (0..world)
                 .flat_map(|from| bits(&input(element_type, operation, from, len)))
                 .collect();
-            ruccl_cuda::host::from_bytes(element_type, &gathered)
+            from_bits(element_type, &gathered)
         }
         Collective::Broadcast { root } => input(element_type, operation, root, len),
         _ => panic!("no reference for {collective}"),

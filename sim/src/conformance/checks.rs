@@ -1,20 +1,20 @@
 //! Checks that drive the device directly through the executor trait: `exchange` semantics with
 //! crafted steps, every built-in plan driven by hand, and every validation error.
 //!
-//! Crafted inputs are small integers (`1 + 16·rank + index`, at most 128), so every element type
-//! holds them, their pairwise sums (at most 241 < 256, exact even in bf16) and the ring sums of
-//! the schedule check exactly: these results are compared for equality.
+//! The crafted inputs ([`inputs::crafted`]) show the order a fold ran in: floats mix `±2^(p+1)`
+//! with small integers, so a sum folded in another order than the contract's has other bits. The
+//! expected outputs are the [plan interpreter](mod@super::interpret)'s, compared bit for bit.
 
 use super::ConformanceConfig;
 use super::driver::{Driver, refuses};
+use super::inputs;
+use super::interpret::{compare_bits, run_steps};
 use super::report::{ConformanceFailure, ConformanceReport};
 use crate::contain::{call, release};
 use crate::host::{ElementType, HostTensors, HostValues};
-use half::{bf16, f16};
 use ruccl_core::{
     Algorithm, Collective, DeviceId, Plan, ReduceOperation, Step, Transfer, balanced_ranges,
 };
-use std::collections::BTreeMap;
 use std::ops::Range;
 
 /// A step in which every rank `r` sends `ranges[r]` to rank `(r + 1) % W`.
@@ -46,80 +46,21 @@ fn layout(world: usize, length: usize, operation: ReduceOperation) -> Result<Pla
     .map_err(|error| error.to_string())
 }
 
-/// Small integers as host values of `element_type`.
-fn host_values(element_type: ElementType, values: &[i64]) -> HostValues {
-    match element_type {
-        ElementType::F32 => HostValues::F32(values.iter().map(|&v| v as f32).collect()),
-        ElementType::F64 => HostValues::F64(values.iter().map(|&v| v as f64).collect()),
-        ElementType::F16 => {
-            HostValues::F16(values.iter().map(|&v| f16::from_f64(v as f64)).collect())
-        }
-        ElementType::BF16 => {
-            HostValues::BF16(values.iter().map(|&v| bf16::from_f64(v as f64)).collect())
-        }
-        ElementType::I32 => HostValues::I32(values.iter().map(|&v| v as i32).collect()),
-        ElementType::I64 => HostValues::I64(values.to_vec()),
-    }
-}
-
-/// The crafted input of `rank`: `1 + 16·rank + index`.
-fn crafted(rank: usize, length: usize) -> Vec<i64> {
-    (0..length)
-        .map(|index| (1 + 16 * rank + index) as i64)
-        .collect()
-}
-
-/// The sequential model of the executor contract: every transfer of a step reads the pre-step
-/// state; a combining step folds each element's own value and the received ones (small
-/// integers: the order cannot change them), an overwriting one copies.
-fn model(mut state: Vec<Vec<i64>>, steps: &[Step], operation: ReduceOperation) -> Vec<Vec<i64>> {
-    for step in steps {
-        let before = state.clone();
-        let mut received: BTreeMap<(usize, usize), Vec<i64>> = BTreeMap::new();
-        for transfer in &step.transfers {
-            for index in transfer.range.clone() {
-                received
-                    .entry((transfer.to, index))
-                    .or_default()
-                    .push(before[transfer.from][index]);
-            }
-        }
-        for ((to, index), values) in received {
-            state[to][index] = if step.combine {
-                values
-                    .into_iter()
-                    .fold(before[to][index], |mine, theirs| match operation {
-                        ReduceOperation::Sum | ReduceOperation::Mean => mine + theirs,
-                        ReduceOperation::Product => mine * theirs,
-                        ReduceOperation::Min => mine.min(theirs),
-                        ReduceOperation::Max => mine.max(theirs),
-                    })
-            } else {
-                values[0]
-            };
-        }
-    }
-    state
-}
-
-/// Compare outputs with the model's exact values.
-fn matches(expected: &[Vec<i64>], got: &[HostValues]) -> Result<(), String> {
-    for (rank, (want, have)) in expected.iter().zip(got).enumerate() {
-        if have.len() != want.len() {
-            return Err(format!(
-                "rank {rank}'s output has {} elements, expected {}",
-                have.len(),
-                want.len()
-            ));
-        }
-        for (index, &value) in want.iter().enumerate() {
-            let actual = have.get_f64(index).unwrap_or(f64::NAN);
-            if actual != value as f64 {
-                return Err(format!(
-                    "rank {rank} element {index}: expected {value}, got {actual}"
-                ));
-            }
-        }
+/// Run `steps` over `plan`'s layout on the device and compare every rank's output with the
+/// interpreter's, bit for bit.
+fn agrees<D: HostTensors>(
+    driver: &Driver<'_, D>,
+    devices: &[DeviceId],
+    inputs: &[HostValues],
+    plan: &Plan,
+    steps: &[Step],
+) -> Result<(), String> {
+    let expected = run_steps(plan, steps, inputs)
+        .map_err(|error| format!("the suite's own steps are wrong: {error}"))?;
+    let got = driver.run(devices, inputs, plan, steps)?;
+    for (rank, (want, have)) in expected.iter().zip(&got).enumerate() {
+        compare_bits(plan.collective(), want, have)
+            .map_err(|mismatch| format!("rank {rank}: {mismatch}"))?;
     }
     Ok(())
 }
@@ -139,19 +80,22 @@ fn scenarios(world: usize) -> Vec<Scenario> {
     let own_chunk: Vec<Range<usize>> = chunks.clone();
     let shared = vec![0..world; world];
     let shifted: Vec<Range<usize>> = (0..world).map(|rank| rank % 2..rank % 2 + world).collect();
-    vec![
-        Scenario {
+    let middle = world / 2;
+    let transfer = |from, to, range| Transfer { from, to, range };
+    let mut scenarios = Vec::new();
+    for (operation, label) in [
+        (ReduceOperation::Sum, "sum, each rank sends its own chunk"),
+        (ReduceOperation::Max, "max, each rank sends its own chunk"),
+        (ReduceOperation::Min, "min, each rank sends its own chunk"),
+    ] {
+        scenarios.push(Scenario {
             check: "exchange/combine",
-            label: "sum, each rank sends its own chunk",
-            operation: ReduceOperation::Sum,
+            label,
+            operation,
             steps: vec![ring_step(own_chunk.clone(), true)],
-        },
-        Scenario {
-            check: "exchange/combine",
-            label: "max, each rank sends its own chunk",
-            operation: ReduceOperation::Max,
-            steps: vec![ring_step(own_chunk.clone(), true)],
-        },
+        });
+    }
+    scenarios.extend([
         Scenario {
             check: "exchange/overwrite",
             label: "each rank sends its own chunk",
@@ -189,6 +133,10 @@ fn scenarios(world: usize) -> Vec<Scenario> {
             steps: vec![
                 ring_step(vec![0..0; world], true),
                 ring_step(vec![length..length; world], false),
+                Step {
+                    combine: true,
+                    transfers: Vec::new(),
+                },
             ],
         },
         Scenario {
@@ -206,18 +154,41 @@ fn scenarios(world: usize) -> Vec<Scenario> {
             ],
         },
         Scenario {
-            check: "exchange/fold_many",
-            label: "combine, every other rank sends everything to rank 0",
+            check: "exchange/fold_order",
+            label: "sum, every other rank sends everything to the middle rank, listed from the highest",
             operation: ReduceOperation::Sum,
             steps: vec![Step {
                 combine: true,
-                transfers: (1..world)
-                    .map(|from| Transfer {
-                        from,
-                        to: 0,
-                        range: 0..length,
+                transfers: (0..world)
+                    .rev()
+                    .filter(|&from| from != middle)
+                    .map(|from| transfer(from, middle, 0..length))
+                    .collect(),
+            }],
+        },
+        Scenario {
+            check: "exchange/fold_order",
+            label: "sum, every rank receives from every other on staggered ranges, listed from the highest",
+            operation: ReduceOperation::Sum,
+            steps: vec![Step {
+                combine: true,
+                transfers: (0..world)
+                    .rev()
+                    .flat_map(|from| {
+                        (0..world)
+                            .filter(move |&to| to != from)
+                            .map(move |to| transfer(from, to, from..length - to % 2))
                     })
                     .collect(),
+            }],
+        },
+        Scenario {
+            check: "exchange/fold_order",
+            label: "max, every other rank sends everything to rank 0",
+            operation: ReduceOperation::Max,
+            steps: vec![Step {
+                combine: true,
+                transfers: (1..world).map(|from| transfer(from, 0, 0..length)).collect(),
             }],
         },
         Scenario {
@@ -227,18 +198,15 @@ fn scenarios(world: usize) -> Vec<Scenario> {
             steps: vec![Step {
                 combine: false,
                 transfers: (1..world)
-                    .map(|to| Transfer {
-                        from: 0,
-                        to,
-                        range: chunks[to].clone(),
-                    })
+                    .map(|to| transfer(0, to, chunks[to].clone()))
                     .collect(),
             }],
         },
-    ]
+    ]);
+    scenarios
 }
 
-/// Every crafted exchange scenario, and the full ring schedule driven by hand, for each world of
+/// Every crafted exchange scenario, and every built-in plan driven by hand, for each world of
 /// at least two ranks and each element type.
 pub(crate) fn exchanges<D: HostTensors>(
     device: &D,
@@ -250,69 +218,68 @@ pub(crate) fn exchanges<D: HostTensors>(
     for &world in config.worlds.iter().filter(|&&world| world >= 2) {
         let devices = devices_for(world);
         if devices.len() != world {
-            continue; // Reported by the all-reduce checks' device-list check.
+            continue; // Reported by the matrix's device-list check.
         }
         for &element_type in &config.element_types {
+            if !device.supports_type(element_type) {
+                continue;
+            }
             let length = 2 * world;
-            let state: Vec<Vec<i64>> = (0..world).map(|rank| crafted(rank, length)).collect();
-            let inputs: Vec<HostValues> = state
-                .iter()
-                .map(|values| host_values(element_type, values))
+            let inputs: Vec<HostValues> = (0..world)
+                .map(|rank| inputs::crafted(element_type, rank, length))
                 .collect();
             for scenario in scenarios(world) {
                 if !device.supports(element_type, scenario.operation) {
                     continue;
                 }
                 let case = format!("W={world} {element_type} n={length}: {}", scenario.label);
-                let expected = model(state.clone(), &scenario.steps, scenario.operation);
                 let outcome = layout(world, length, scenario.operation)
-                    .and_then(|plan| driver.run(&devices, &inputs, &plan, &scenario.steps))
-                    .and_then(|got| matches(&expected, &got));
+                    .and_then(|plan| agrees(&driver, &devices, &inputs, &plan, &scenario.steps));
                 report.check(failure(scenario.check, &case, outcome));
             }
-            schedules(&driver, &devices, element_type, report);
+            plans_by_hand(&driver, &devices, element_type, report);
         }
     }
 }
 
-/// Drive every built-in all-reduce plan by hand on an uneven length: every rank must end with
-/// the sum.
-fn schedules<D: HostTensors>(
+/// Drive every built-in plan of every collective by hand (`begin`, each step, `finish`) on
+/// crafted inputs of an uneven length: every rank must end with the interpreter's bits.
+fn plans_by_hand<D: HostTensors>(
     driver: &Driver<'_, D>,
     devices: &[DeviceId],
     element_type: ElementType,
     report: &mut ConformanceReport,
 ) {
     let world = devices.len();
-    let operation = ReduceOperation::Sum;
-    if !driver.device.supports(element_type, operation) {
-        return;
-    }
-    let length = 2 * world + 1;
-    let state: Vec<Vec<i64>> = (0..world)
-        .map(|rank| {
-            (0..length)
-                .map(|index| ((rank + index) % 5) as i64)
-                .collect()
-        })
-        .collect();
-    let inputs: Vec<HostValues> = state
-        .iter()
-        .map(|values| host_values(element_type, values))
-        .collect();
-    let sums: Vec<i64> = (0..length)
-        .map(|index| state.iter().map(|values| values[index]).sum())
-        .collect();
-    let expected = vec![sums; world];
-    for algorithm in Algorithm::BUILT_IN {
-        let Ok(plan) = Plan::new(Collective::AllReduce(operation), algorithm, world, length) else {
-            continue; // Halving-doubling off powers of two.
+    let collectives = [
+        Collective::AllReduce(ReduceOperation::Sum),
+        Collective::AllReduce(ReduceOperation::Mean),
+        Collective::ReduceScatter(ReduceOperation::Sum),
+        Collective::AllGather,
+        Collective::Broadcast { root: world - 1 },
+    ];
+    for collective in collectives {
+        if collective
+            .operation()
+            .is_some_and(|operation| !driver.device.supports(element_type, operation))
+        {
+            continue;
+        }
+        let length = match collective {
+            Collective::ReduceScatter(_) => 3 * world,
+            _ => 2 * world + 1,
         };
-        let case = format!("W={world} {element_type} n={length}: sum over the {algorithm} plan");
-        let outcome = driver
-            .run(devices, &inputs, &plan, plan.steps())
-            .and_then(|got| matches(&expected, &got));
-        report.check(failure("exchange/schedule", &case, outcome));
+        let inputs: Vec<HostValues> = (0..world)
+            .map(|rank| inputs::crafted(element_type, rank, length))
+            .collect();
+        for algorithm in Algorithm::BUILT_IN {
+            let Ok(plan) = Plan::new(collective, algorithm, world, length) else {
+                continue; // Halving-doubling off powers of two.
+            };
+            let case = format!("W={world} {element_type} n={length}: {collective} via {algorithm}");
+            let outcome = agrees(driver, devices, &inputs, &plan, plan.steps());
+            report.check(failure("exchange/plan", &case, outcome));
+        }
     }
 }
 
@@ -360,18 +327,19 @@ pub(crate) fn validations<D: HostTensors>(
     let driver = Driver { device };
     let element_type = config
         .element_types
-        .first()
+        .iter()
         .copied()
+        .find(|&element_type| device.supports_type(element_type))
         .unwrap_or(ElementType::F32);
     let other_type = ElementType::ALL
         .into_iter()
-        .find(|&candidate| candidate != element_type)
+        .find(|&candidate| candidate != element_type && device.supports_type(candidate))
         .unwrap_or(ElementType::I32);
     let operation = ReduceOperation::ALL
         .into_iter()
         .find(|&operation| device.supports(element_type, operation))
         .unwrap_or(ReduceOperation::Sum);
-    let values = |rank: usize, length: usize| host_values(element_type, &crafted(rank, length));
+    let values = |rank: usize, length: usize| inputs::crafted(element_type, rank, length);
     let case = format!("W=2 {element_type} {operation}");
 
     // prepare: a tensor on another device than the one named.
@@ -404,10 +372,7 @@ pub(crate) fn validations<D: HostTensors>(
     let outcome = begin_refuses(
         &format!("begin with {element_type} and {other_type} inputs"),
         &devices,
-        driver.prepare_all(
-            &devices,
-            &[values(0, 4), host_values(other_type, &crafted(1, 4))],
-        ),
+        driver.prepare_all(&devices, &[values(0, 4), inputs::crafted(other_type, 1, 4)]),
     );
     report.check(failure(
         "validation/begin/element_type_mismatch",
@@ -421,6 +386,10 @@ pub(crate) fn validations<D: HostTensors>(
     );
     report.check(failure("validation/begin/wrong_device", &case, outcome));
     for checked_type in ElementType::ALL {
+        if !device.supports_type(checked_type) {
+            report.unsupported.push(format!("{checked_type} tensors"));
+            continue;
+        }
         for unsupported in ReduceOperation::ALL {
             if device.supports(checked_type, unsupported) {
                 continue;
@@ -431,8 +400,8 @@ pub(crate) fn validations<D: HostTensors>(
             let inputs = driver.prepare_all(
                 &devices,
                 &[
-                    host_values(checked_type, &crafted(0, 4)),
-                    host_values(checked_type, &crafted(1, 4)),
+                    inputs::crafted(checked_type, 0, 4),
+                    inputs::crafted(checked_type, 1, 4),
                 ],
             );
             let outcome = inputs.and_then(|inputs| {

@@ -1,5 +1,8 @@
-//! The sequential all-reduce reference and the comparison with it: what the conformance suite,
-//! the fuzz targets and the tests check a device's outputs against.
+//! The exact reference of every collective and the comparison with it, within a stated
+//! tolerance: what the conformance suite, the fuzz targets and the tests check a device's outputs
+//! against. (The suite's bit-for-bit reference, which runs the plan itself, is
+//! [`interpret`](mod@super::interpret); this one knows nothing of plans and fold orders, so each
+//! checks the other.)
 //!
 //! ## Tolerance
 //!
@@ -11,10 +14,12 @@
 //! | `Sum`            | exact, wrapping                  | `\|got − ref\| ≤ W·ε·Σ\|xᵢ\|`           |
 //! | `Mean`           | wrapping sum / W, toward zero    | `≤ ε·Σ\|xᵢ\| + ε·\|ref\|`               |
 //! | `Product`        | exact, wrapping                  | `≤ W·ε·\|ref\|`                         |
-//! | `Min`, `Max`     | exact                            | exact (a NaN loses to a number)       |
+//! | `Min`, `Max`     | exact (unsigned as unsigned)     | exact (a NaN loses to a number)       |
 //!
-//! Integers: the integers modulo 2^k form a commutative ring, so no combining order changes a
-//! wrapped `Sum` or `Product`; `Mean` divides the wrapped sum by `W`, rounding toward zero (Rust's
+//! All-gather and broadcast copy: their outputs are exact ([`expected_outputs`]).
+//!
+//! Integers (i8, i32, i64, u8, u32, u64): the integers modulo 2^k form a commutative ring, so no
+//! combining order changes a wrapped `Sum` or `Product`; `Mean` divides the wrapped sum by `W`, rounding toward zero (Rust's
 //! and C's integer division). Floats: summing `W` terms in any order rounds `W−1` times, each with
 //! relative error at most `u = ε/2` of a partial sum bounded by `Σ|xᵢ|`, so any association order
 //! (ring, tree, a wider accumulator rounded once) stays within `(W−1)·u·Σ|xᵢ|`; a product rounds
@@ -38,13 +43,15 @@
 
 use crate::host::{ElementType, HostValues};
 use half::{bf16, f16};
-use ruccl_core::ReduceOperation;
+use ruccl_core::{Collective, ReduceOperation};
 use std::fmt;
+use std::ops::Range;
 
 /// What every rank's output must be.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Expected {
-    /// Integers: exactly these (i32 values widened to i64).
+    /// Integers: exactly these (narrower values widened to i64; u64 values as the i64 of the same
+    /// bits, which [`integer_at`] reads them as too).
     Exact(Vec<i64>),
     /// Float `Min`/`Max`: exactly these values (NaN: every input was NaN); signed zeros compare
     /// equal, since which zero wins a tie is not specified.
@@ -70,6 +77,39 @@ impl Expected {
     /// Whether there are no elements.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// Elements `range` of the reference (clamped to it), for one rank's share.
+    pub fn slice(&self, range: Range<usize>) -> Expected {
+        let clamp = |length: usize| {
+            range.start.min(length)..range.end.min(length).max(range.start.min(length))
+        };
+        match self {
+            Expected::Exact(values) => Expected::Exact(values[clamp(values.len())].to_vec()),
+            Expected::Selected(values) => Expected::Selected(values[clamp(values.len())].to_vec()),
+            Expected::Approx { values, tolerance } => {
+                let range = clamp(values.len());
+                Expected::Approx {
+                    values: values[range.clone()].to_vec(),
+                    tolerance: tolerance[range].to_vec(),
+                }
+            }
+        }
+    }
+
+    /// What a copy of `values` must hold: exactly its integers, or exactly its floats (a NaN
+    /// matching any NaN).
+    pub fn copied(values: &HostValues) -> Expected {
+        let length = values.len();
+        if values.element_type().is_float() {
+            Expected::Selected(
+                (0..length)
+                    .map(|index| values.get_f64(index).unwrap_or(f64::NAN))
+                    .collect(),
+            )
+        } else {
+            Expected::Exact((0..length).map(|index| integer_at(values, index)).collect())
+        }
     }
 }
 
@@ -102,25 +142,37 @@ pub fn epsilon(element_type: ElementType) -> f64 {
         ElementType::F64 => f64::EPSILON,
         ElementType::F16 => (-10f64).exp2(),
         ElementType::BF16 => (-7f64).exp2(),
-        ElementType::I32 | ElementType::I64 => 0.0,
+        _ => 0.0,
     }
 }
 
-/// Element `index` of an integer tensor, widened (0 for a float tensor or past the end).
+/// The smallest positive (subnormal) value of a float type; 0 for integers.
+pub fn smallest_subnormal(element_type: ElementType) -> f64 {
+    match element_type {
+        ElementType::F32 => f64::from(f32::from_bits(1)),
+        ElementType::F64 => f64::from_bits(1),
+        ElementType::F16 => f16::from_bits(1).to_f64(),
+        ElementType::BF16 => bf16::from_bits(1).to_f64(),
+        _ => 0.0,
+    }
+}
+
+/// Element `index` of an integer tensor, widened to i64 (u64 values as the i64 of the same
+/// bits); 0 for a float tensor or past the end.
 pub fn integer_at(values: &HostValues, index: usize) -> i64 {
-    match values {
-        HostValues::I32(values) => values.get(index).map_or(0, |&value| i64::from(value)),
-        HostValues::I64(values) => values.get(index).copied().unwrap_or(0),
-        _ => 0,
-    }
+    values.get_integer(index).map_or(0, |value| value as i64)
 }
 
-/// Integers as host values of `element_type`: i32 values are truncated, a float type holds
-/// them rounded once ([`float_values`]).
+/// Integers as host values of `element_type`: narrower types keep the low bits (two's
+/// complement), a float type holds them rounded once ([`float_values`]).
 pub fn integer_values(element_type: ElementType, values: &[i64]) -> HostValues {
     match element_type {
         ElementType::I32 => HostValues::I32(values.iter().map(|&value| value as i32).collect()),
         ElementType::I64 => HostValues::I64(values.to_vec()),
+        ElementType::I8 => HostValues::I8(values.iter().map(|&value| value as i8).collect()),
+        ElementType::U8 => HostValues::U8(values.iter().map(|&value| value as u8).collect()),
+        ElementType::U32 => HostValues::U32(values.iter().map(|&value| value as u32).collect()),
+        ElementType::U64 => HostValues::U64(values.iter().map(|&value| value as u64).collect()),
         float => {
             let values: Vec<f64> = values.iter().map(|&value| value as f64).collect();
             float_values(float, &values)
@@ -143,45 +195,73 @@ pub fn float_values(element_type: ElementType, values: &[f64]) -> HostValues {
     }
 }
 
-/// The integer width of `element_type`'s arithmetic: 32 for i32, else 64.
-fn bits(element_type: ElementType) -> u32 {
-    if element_type == ElementType::I32 {
-        32
+/// `value` modulo 2^bits of an integer `element_type`, in that type's range (two's complement
+/// for the signed types); a float type leaves it unchanged.
+pub fn wrap_integer(element_type: ElementType, value: i128) -> i128 {
+    if !element_type.is_integer() {
+        return value;
+    }
+    let bits = element_type.bits();
+    let modulus = 1i128 << bits;
+    let low = value.rem_euclid(modulus);
+    if !element_type.is_unsigned() && low >= modulus / 2 {
+        low - modulus
     } else {
-        64
+        low
     }
 }
 
-/// Reduce one column (one element across ranks) in the integers modulo `2^bits`, a commutative
-/// ring, so no combining order can change the result; `Mean` is the wrapped sum divided by the
-/// world, rounded toward zero.
-pub fn reduce_integers(column: &[i64], operation: ReduceOperation, bits: u32) -> i64 {
-    let wrap = |value: i64| {
-        if bits == 32 {
-            i64::from(value as i32)
-        } else {
-            value
-        }
-    };
+/// Reduce one column (one element across ranks, each a value of the integer `element_type`) in
+/// that type's arithmetic: `Sum` and `Product` modulo 2^bits (a commutative ring, so no combining
+/// order can change them), `Min` and `Max` as the type orders its values (unsigned types as
+/// unsigned), `Mean` the wrapped sum divided by the world, rounded toward zero. An empty column
+/// reduces to 0.
+pub fn reduce_integer_column(
+    column: &[i128],
+    operation: ReduceOperation,
+    element_type: ElementType,
+) -> i128 {
+    let wrap = |value: i128| wrap_integer(element_type, value);
     let Some((&first, rest)) = column.split_first() else {
         return 0;
     };
-    let folded = rest.iter().fold(first, |acc, &value| match operation {
-        ReduceOperation::Sum | ReduceOperation::Mean => wrap(acc.wrapping_add(value)),
-        ReduceOperation::Product => wrap(acc.wrapping_mul(value)),
-        ReduceOperation::Min => acc.min(value),
-        ReduceOperation::Max => acc.max(value),
-    });
+    let folded = rest
+        .iter()
+        .fold(wrap(first), |acc, &value| match operation {
+            ReduceOperation::Sum | ReduceOperation::Mean => wrap(acc + wrap(value)),
+            // Operands below 2^64 in magnitude: the i128 product wraps modulo 2^128, a multiple of
+            // every element type's modulus, so the wrapped result is exact.
+            ReduceOperation::Product => wrap(acc.wrapping_mul(wrap(value))),
+            ReduceOperation::Min => acc.min(wrap(value)),
+            ReduceOperation::Max => acc.max(wrap(value)),
+        });
     if operation == ReduceOperation::Mean {
-        // i64::MIN / -1 cannot happen: the world is positive.
-        folded / column.len() as i64
+        // `/` truncates toward zero; the world is positive.
+        folded / column.len() as i128
     } else {
         folded
     }
 }
 
-/// The element-wise reduction of integer inputs (one per rank, of one length) in the arithmetic
-/// of `element_type` (i32 or i64), as host values of that type.
+/// The signed integer type of `bits` bits (32: i32, else i64), for [`reduce_integers`].
+fn signed_type(bits: u32) -> ElementType {
+    if bits == 32 {
+        ElementType::I32
+    } else {
+        ElementType::I64
+    }
+}
+
+/// Reduce one column (one element across ranks) in the signed integers modulo `2^bits` (32 or
+/// 64), as [`reduce_integer_column`] does for i32 or i64.
+pub fn reduce_integers(column: &[i64], operation: ReduceOperation, bits: u32) -> i64 {
+    let column: Vec<i128> = column.iter().map(|&value| i128::from(value)).collect();
+    reduce_integer_column(&column, operation, signed_type(bits)) as i64
+}
+
+/// The element-wise reduction of integer inputs (one per rank, of one length, each value taken
+/// modulo 2^bits of `element_type`) in the arithmetic of the integer `element_type`, as host
+/// values of that type.
 pub fn integer_reduction(
     inputs: &[Vec<i64>],
     operation: ReduceOperation,
@@ -192,8 +272,8 @@ pub fn integer_reduction(
     let values: Vec<i64> = (0..length)
         .map(|index| {
             column.clear();
-            column.extend(inputs.iter().map(|values| values[index]));
-            reduce_integers(&column, operation, bits(element_type))
+            column.extend(inputs.iter().map(|values| i128::from(values[index])));
+            reduce_integer_column(&column, operation, element_type) as i64
         })
         .collect();
     integer_values(element_type, &values)
@@ -206,13 +286,17 @@ pub fn expected(operation: ReduceOperation, inputs: &[HostValues]) -> Expected {
     };
     let element_type = first.element_type();
     let length = first.len();
-    let mut column = Vec::with_capacity(inputs.len());
     if !element_type.is_float() {
+        let mut column = Vec::with_capacity(inputs.len());
         let values = (0..length)
             .map(|index| {
                 column.clear();
-                column.extend(inputs.iter().map(|input| integer_at(input, index)));
-                reduce_integers(&column, operation, bits(element_type))
+                column.extend(
+                    inputs
+                        .iter()
+                        .map(|input| input.get_integer(index).unwrap_or(0)),
+                );
+                reduce_integer_column(&column, operation, element_type) as i64
             })
             .collect();
         return Expected::Exact(values);
@@ -249,6 +333,51 @@ pub fn expected(operation: ReduceOperation, inputs: &[HostValues]) -> Expected {
     match operation {
         ReduceOperation::Min | ReduceOperation::Max => Expected::Selected(values),
         _ => Expected::Approx { values, tolerance },
+    }
+}
+
+/// What every rank's output of `collective` over `inputs` (one per rank, all of one type and
+/// one length) must be, in rank order: the reduction (all of it, or block `rank` of `W` for a
+/// reduce-scatter), every input concatenated in rank order (all-gather), or the root's input
+/// (broadcast). A collective this crate does not know gives no outputs.
+pub fn expected_outputs(collective: Collective, inputs: &[HostValues]) -> Vec<Expected> {
+    let world = inputs.len();
+    match collective {
+        Collective::AllReduce(operation) => vec![expected(operation, inputs); world],
+        Collective::ReduceScatter(operation) => {
+            let reduced = expected(operation, inputs);
+            let block = reduced.len() / world.max(1);
+            (0..world)
+                .map(|rank| reduced.slice(rank * block..(rank + 1) * block))
+                .collect()
+        }
+        Collective::AllGather => {
+            let parts: Vec<Expected> = inputs.iter().map(Expected::copied).collect();
+            vec![concatenated(&parts); world]
+        }
+        Collective::Broadcast { root } => match inputs.get(root) {
+            Some(input) => vec![Expected::copied(input); world],
+            None => Vec::new(),
+        },
+        _ => Vec::new(),
+    }
+}
+
+/// Copies, one after another (every part of one kind: `Exact` or `Selected`).
+fn concatenated(parts: &[Expected]) -> Expected {
+    let mut exact = Vec::new();
+    let mut selected = Vec::new();
+    for part in parts {
+        match part {
+            Expected::Exact(values) => exact.extend_from_slice(values),
+            Expected::Selected(values) => selected.extend_from_slice(values),
+            Expected::Approx { values, .. } => selected.extend_from_slice(values),
+        }
+    }
+    if selected.is_empty() {
+        Expected::Exact(exact)
+    } else {
+        Expected::Selected(selected)
     }
 }
 
@@ -331,8 +460,13 @@ pub fn compare(
         let wrong = match expected {
             Expected::Exact(values) => {
                 let actual = integer_at(got, index);
-                (actual != values[index])
-                    .then(|| format!("expected {}, got {actual}", values[index]))
+                (actual != values[index]).then(|| {
+                    format!(
+                        "expected {}, got {}",
+                        show_integer(element_type, values[index]),
+                        show_integer(element_type, actual)
+                    )
+                })
             }
             Expected::Selected(values) => {
                 let actual = got.get_f64(index).unwrap_or(f64::NAN);
@@ -371,12 +505,73 @@ pub fn compare(
     mismatch.map_or(Ok(()), Err)
 }
 
+/// An [`Expected::Exact`] value as the element type writes it (u64 from its i64 bits).
+fn show_integer(element_type: ElementType, value: i64) -> String {
+    if element_type == ElementType::U64 {
+        (value as u64).to_string()
+    } else {
+        value.to_string()
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use super::{Expected, Mismatch, compare, expected, integer_values, reduce_integers};
+    use super::{
+        Expected, Mismatch, compare, expected, expected_outputs, integer_values,
+        reduce_integer_column, reduce_integers, wrap_integer,
+    };
     use crate::host::{ElementType, HostValues};
     use half::f16;
-    use ruccl_core::ReduceOperation;
+    use ruccl_core::{Collective, ReduceOperation};
+
+    #[test]
+    fn unsigned_and_narrow_integers_wrap_and_order_in_their_own_type() {
+        assert_eq!(wrap_integer(ElementType::U8, 256 + 7), 7);
+        assert_eq!(wrap_integer(ElementType::I8, 128), -128);
+        assert_eq!(wrap_integer(ElementType::U64, -1), i128::from(u64::MAX));
+        let column = [200, 100];
+        assert_eq!(
+            reduce_integer_column(&column, ReduceOperation::Sum, ElementType::U8),
+            44
+        );
+        assert_eq!(
+            reduce_integer_column(&column, ReduceOperation::Mean, ElementType::U8),
+            22
+        );
+        let big = [i128::from(u64::MAX), 1];
+        assert_eq!(
+            reduce_integer_column(&big, ReduceOperation::Max, ElementType::U64),
+            i128::from(u64::MAX)
+        );
+        assert_eq!(
+            reduce_integer_column(&big, ReduceOperation::Product, ElementType::U64),
+            i128::from(u64::MAX)
+        );
+        assert_eq!(
+            reduce_integer_column(&[-128, -1], ReduceOperation::Product, ElementType::I8),
+            -128
+        );
+    }
+
+    #[test]
+    fn every_collective_has_an_exact_reference_per_rank() {
+        let inputs = [HostValues::U8(vec![1, 2]), HostValues::U8(vec![255, 4])];
+        let outputs = |collective| expected_outputs(collective, &inputs);
+        assert_eq!(
+            outputs(Collective::ReduceScatter(ReduceOperation::Sum)),
+            vec![Expected::Exact(vec![0]), Expected::Exact(vec![6])]
+        );
+        assert_eq!(
+            outputs(Collective::AllGather),
+            vec![Expected::Exact(vec![1, 2, 255, 4]); 2]
+        );
+        assert_eq!(
+            outputs(Collective::Broadcast { root: 1 }),
+            vec![Expected::Exact(vec![255, 4]); 2]
+        );
+        let reference = &outputs(Collective::AllReduce(ReduceOperation::Max))[0];
+        assert!(compare(reference, ElementType::U8, &HostValues::U8(vec![255, 4])).is_ok());
+    }
 
     #[test]
     fn integer_mean_wraps_then_rounds_toward_zero() {

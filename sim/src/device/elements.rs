@@ -1,8 +1,9 @@
 //! Element arithmetic of the simulated device: how two elements combine under each
 //! [`ReduceOperation`] and how `Mean` scales a sum, for every [`ElementType`](crate::host::ElementType).
 //!
-//! The semantics (integers wrap, integer `Mean` rounds toward zero, float `Mean` divides once,
-//! halves round once through f32) are documented on [`SimDevice`](crate::SimDevice).
+//! The semantics (integers wrap, unsigned ones compare as unsigned, integer `Mean` rounds toward
+//! zero, float `Mean` divides once, halves round once through f32) are documented on
+//! [`SimDevice`](crate::SimDevice).
 
 use half::{bf16, f16};
 
@@ -83,7 +84,7 @@ macro_rules! half_element {
 half_element!(f16);
 half_element!(bf16);
 
-/// Implements [`Element`] for a two's complement integer.
+/// Implements [`Element`] for an integer type, signed or unsigned.
 macro_rules! integer_element {
     ($type:ty) => {
         impl Element for $type {
@@ -100,12 +101,11 @@ macro_rules! integer_element {
                 Ord::max(a, b)
             }
             fn divide(self, world: usize) -> Self {
-                // `/` on integers truncates toward zero. A world that does not fit the type
-                // (impossible for ranks of one process) divides everything to zero.
-                match <$type>::try_from(world) {
-                    Ok(world) if world > 0 => self / world,
-                    _ => 0,
-                }
+                // Divided in i128, where every element and every world fit: `/` truncates
+                // toward zero, and the quotient's magnitude is at most the element's, so it
+                // fits the type again (even `i8::MIN / 128`, which no i8 world could express).
+                let world = i128::try_from(world.max(1)).unwrap_or(i128::MAX);
+                <$type>::try_from(i128::from(self) / world).unwrap_or_default()
             }
         }
     };
@@ -113,6 +113,10 @@ macro_rules! integer_element {
 
 integer_element!(i32);
 integer_element!(i64);
+integer_element!(i8);
+integer_element!(u8);
+integer_element!(u32);
+integer_element!(u64);
 
 #[cfg(test)]
 mod tests {
@@ -125,6 +129,17 @@ mod tests {
         assert_eq!((-7i32).divide(2), -3);
         assert_eq!((-1i64).divide(3), 0);
         assert_eq!(i64::MIN.divide(1), i64::MIN);
+        assert_eq!(i8::MIN.divide(128), -1);
+        assert_eq!(u64::MAX.divide(2), u64::MAX / 2);
+        assert_eq!(200u8.divide(3), 66);
+    }
+
+    #[test]
+    fn unsigned_min_and_max_compare_as_unsigned() {
+        assert_eq!(<u8 as Element>::min(200, 3), 3);
+        assert_eq!(<u64 as Element>::max(u64::MAX, 1), u64::MAX);
+        assert_eq!(u32::sum(u32::MAX, 2), 1);
+        assert_eq!(u8::product(16, 17), 16);
     }
 
     #[test]

@@ -67,6 +67,10 @@ pub enum SimError {
         /// The inputs' element type.
         element_type: ElementType,
     },
+    /// The inputs hold an element type this device does not know (a type added to the core
+    /// after this crate).
+    #[error("{0} elements are not supported by the simulated device")]
+    UnsupportedType(ElementType),
     /// A plan's layout does not fit its own buffers (a rank's input or output outside them).
     #[error(
         "the plan places rank {rank}'s {what} at {start}..{end}, outside its buffer of {buffer_len} elements"

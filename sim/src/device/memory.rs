@@ -5,6 +5,7 @@
 //! with the input copied to its placement. The element type is matched once per call; everything
 //! below runs on typed slices.
 
+use super::census::Registry;
 use super::elements::Element;
 use super::error::SimError;
 use super::kernels::{Kernel, map_in_place};
@@ -24,6 +25,10 @@ pub(crate) enum Memory {
     BF16(Vec<Vec<bf16>>),
     I32(Vec<Vec<i32>>),
     I64(Vec<Vec<i64>>),
+    I8(Vec<Vec<i8>>),
+    U8(Vec<Vec<u8>>),
+    U32(Vec<Vec<u32>>),
+    U64(Vec<Vec<u64>>),
 }
 
 /// Run `$body` with `$buffers` bound to the typed buffers of whichever variant.
@@ -36,6 +41,10 @@ macro_rules! with_buffers {
             Memory::BF16($buffers) => $body,
             Memory::I32($buffers) => $body,
             Memory::I64($buffers) => $body,
+            Memory::I8($buffers) => $body,
+            Memory::U8($buffers) => $body,
+            Memory::U32($buffers) => $body,
+            Memory::U64($buffers) => $body,
         }
     };
 }
@@ -56,6 +65,11 @@ impl Memory {
             ElementType::BF16 => Memory::BF16(buffers(inputs, plan, in_place)?),
             ElementType::I32 => Memory::I32(buffers(inputs, plan, in_place)?),
             ElementType::I64 => Memory::I64(buffers(inputs, plan, in_place)?),
+            ElementType::I8 => Memory::I8(buffers(inputs, plan, in_place)?),
+            ElementType::U8 => Memory::U8(buffers(inputs, plan, in_place)?),
+            ElementType::U32 => Memory::U32(buffers(inputs, plan, in_place)?),
+            ElementType::U64 => Memory::U64(buffers(inputs, plan, in_place)?),
+            other => return Err(SimError::UnsupportedType(other)),
         })
     }
 
@@ -65,15 +79,23 @@ impl Memory {
     }
 
     /// Hand over rank `r`'s `plan.output(r)` range on `devices[r]`, each divided by `divide_by`
-    /// if given (the `Mean` scaling).
+    /// if given (the `Mean` scaling), counted in `census`.
     pub(crate) fn into_outputs(
         self,
         devices: &[DeviceId],
         plan: &Plan,
         divide_by: Option<usize>,
         threads: usize,
+        census: Option<&Registry>,
     ) -> Vec<SimTensor> {
-        with_buffers!(self, buffers => into_outputs(buffers, devices, plan, divide_by, threads))
+        with_buffers!(self, buffers => {
+            into_outputs(buffers, devices, plan, divide_by, threads, census)
+        })
+    }
+
+    /// A copy of rank `rank`'s buffer as it is now.
+    pub(crate) fn buffer(&self, rank: usize) -> Option<HostValues> {
+        with_buffers!(self, buffers => buffers.get(rank).map(|buffer| Stored::wrap(buffer.clone())))
     }
 }
 
@@ -204,6 +226,7 @@ fn into_outputs<T: Stored>(
     plan: &Plan,
     divide_by: Option<usize>,
     threads: usize,
+    census: Option<&Registry>,
 ) -> Vec<SimTensor> {
     let mut outputs: Vec<Vec<T>> = buffers
         .into_iter()
@@ -226,7 +249,7 @@ fn into_outputs<T: Stored>(
     outputs
         .into_iter()
         .zip(devices)
-        .map(|(values, &device)| SimTensor::new(device, T::wrap(values)))
+        .map(|(values, &device)| SimTensor::counted(device, T::wrap(values), census))
         .collect()
 }
 
@@ -267,3 +290,7 @@ stored!(f16, F16);
 stored!(bf16, BF16);
 stored!(i32, I32);
 stored!(i64, I64);
+stored!(i8, I8);
+stored!(u8, U8);
+stored!(u32, U32);
+stored!(u64, U64);

@@ -11,6 +11,7 @@
 //! | `kernels.rs`   | the fused element loops                                      |
 //! | `parallel.rs`  | splitting a call's loops across cores (not under checkers)   |
 //! | `elements.rs`  | element arithmetic, `Mean` scaling and its rounding          |
+//! | `census.rs`    | [`Census`]: the live values per kind, double drops           |
 //!
 //! ## Speed
 //!
@@ -19,6 +20,7 @@
 //! (none in a ring step), and each write is one fused loop (copy; or fold: read two, write one),
 //! split across cores when it is large.
 
+mod census;
 mod elements;
 mod error;
 mod kernels;
@@ -28,11 +30,13 @@ mod step;
 mod tensor;
 mod validate;
 
+pub use census::{Census, DoubleDrop, NotQuiescent, ValueCounts, ValueKind};
 pub use error::SimError;
 pub use tensor::{SimPrepared, SimTensor};
 
 use crate::host::{ElementType, HostTensors, HostValues};
 use crate::ledger::{GenerationTraffic, Ledger, StepTraffic};
+use census::{Registry, Token};
 use memory::Memory;
 use ruccl_core::{
     Collective, DeviceId, LinkModel, Links, NativeCollectiveDevice, Plan, ReduceOperation, Step,
@@ -64,24 +68,52 @@ pub const DEFAULT_LEDGER_RETENTION: usize = 4096;
 ///
 /// Every operation is supported on every element type (unless configured otherwise):
 ///
-/// | operation | floats (f32, f64, f16, bf16)                   | integers (i32, i64)                  |
+/// | operation | floats (f32, f64, f16, bf16)                   | integers (i8, i32, i64; u8, u32, u64) |
 /// |-----------|------------------------------------------------|--------------------------------------|
-/// | `Sum`     | IEEE addition, rounded once per combine        | two's complement, wrapping           |
-/// | `Product` | IEEE multiplication, rounded once per combine  | two's complement, wrapping           |
-/// | `Min`     | the smaller value; a NaN loses to a number     | the smaller value                    |
-/// | `Max`     | the larger value; a NaN loses to a number      | the larger value                     |
+/// | `Sum`     | IEEE addition, rounded once per combine        | wrapping (modulo 2^bits)             |
+/// | `Product` | IEEE multiplication, rounded once per combine  | wrapping (modulo 2^bits)             |
+/// | `Min`     | the smaller value; a NaN loses to a number     | the smaller value (unsigned types compare as unsigned) |
+/// | `Max`     | the larger value; a NaN loses to a number      | the larger value (likewise)          |
 /// | `Mean`    | the `Sum`, then **divided** by `W` (one correctly rounded division) | the wrapping `Sum`, then divided by `W`, **rounded toward zero** |
 ///
 /// f16 and bf16 compute in f32 and round back once; f32 carries more than twice their precision
-/// plus two bits, so each result is the correctly rounded result in the half type.
+/// plus two bits, so each result is the correctly rounded result in the half type. A combining
+/// step folds, per element, the senders below the receiver in ascending order, then the
+/// receiver's own value, then the senders above it, from the left (`((a ⊕ b) ⊕ own) ⊕ c`), one
+/// rounding per `⊕`: so every rank's all-reduce output is the same bits.
 ///
-/// Clones share the ledger. The shared state is behind locks from [`ruccl_core::sync`], so the
+/// ## Census
+///
+/// The device counts the values it makes — tensors (uploaded inputs, outputs), prepared inputs
+/// and works — from creation to drop, and catches a value dropped twice: [`SimDevice::census`]
+/// reads the counts, [`SimDevice::check_quiescent`] names what is still live. Tensors made
+/// outside the device with [`SimTensor::new`] are not counted (a prepared input made from one
+/// is). Clones of a device share one census.
+///
+/// ```
+/// use ruccl_core::{DeviceId, NativeCommunicator, ReduceOperation};
+/// use ruccl_sim::{HostTensors, HostValues, SimDevice};
+///
+/// let device = SimDevice::new();
+/// let communicator = NativeCommunicator::new(vec![DeviceId::new(0)], device.clone())?;
+/// let input = device.upload(DeviceId::new(0), &HostValues::I32(vec![1, 2]))?;
+/// assert_eq!(device.census().live.tensors, 1);
+/// let output = communicator.all_reduce(0, input, ReduceOperation::Sum)?;
+/// assert_eq!(device.census().live.tensors, 1); // the input went into the work, the output came out
+/// drop(output);
+/// device.check_quiescent()?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+///
+/// Clones share the ledger and the census. The shared state is behind locks from [`ruccl_core::sync`], so the
 /// device runs unchanged under loom and shuttle (create it inside the model there); under those
 /// checkers it never spawns threads.
 #[derive(Clone, Debug)]
 pub struct SimDevice {
     config: Config,
     ledger: Ledger,
+    /// `None` when the device was built without a census.
+    census: Option<Registry>,
 }
 
 /// The device's fixed settings.
@@ -121,6 +153,7 @@ impl SimDevice {
             threads: None,
             in_place: true,
             model: None,
+            census: true,
         }
     }
 
@@ -136,12 +169,37 @@ impl SimDevice {
 
     /// Whether `begin` accepts `operation` on `element_type` elements.
     pub fn supports(&self, element_type: ElementType, operation: ReduceOperation) -> bool {
-        self.config.unsupported & support_bit(element_type, operation) == 0
+        support_bit(element_type, operation).is_some_and(|bit| self.config.unsupported & bit == 0)
+    }
+
+    /// Whether the device holds `element_type` elements at all: every type of
+    /// [`ElementType::ALL`].
+    pub fn supports_type(&self, element_type: ElementType) -> bool {
+        ElementType::ALL.contains(&element_type)
     }
 
     /// The α–β model of this simulated machine (see [`SimDeviceBuilder::link_model`]).
     pub fn model(&self) -> LinkModel {
         self.config.model
+    }
+
+    /// The values this device and its clones have alive now, per kind, and every double drop
+    /// (all zero for a device built without a census, [`SimDeviceBuilder::census`]).
+    pub fn census(&self) -> Census {
+        self.census
+            .as_ref()
+            .map(Registry::census)
+            .unwrap_or_default()
+    }
+
+    /// `Ok` when no value this device made is alive and none was dropped twice; otherwise an
+    /// error naming how many of each kind are still live.
+    pub fn check_quiescent(&self) -> Result<(), NotQuiescent> {
+        self.census().quiescent()
+    }
+
+    fn token(&self, kind: ValueKind) -> Option<Token> {
+        self.census.as_ref().map(|census| census.token(kind))
     }
 }
 
@@ -167,13 +225,14 @@ pub struct SimDeviceBuilder {
     threads: Option<usize>,
     in_place: bool,
     model: Option<LinkModel>,
+    census: bool,
 }
 
 impl SimDeviceBuilder {
     /// Make `begin` reject `operation` on `element_type` with
     /// [`SimError::UnsupportedOperation`] (to exercise that error path in harnesses).
     pub fn unsupported(mut self, element_type: ElementType, operation: ReduceOperation) -> Self {
-        self.unsupported |= support_bit(element_type, operation);
+        self.unsupported |= support_bit(element_type, operation).unwrap_or(0);
         self
     }
 
@@ -214,6 +273,14 @@ impl SimDeviceBuilder {
         self
     }
 
+    /// Whether the device keeps a [census](SimDevice::census) of its live values; on by
+    /// default. Off, values carry no token and the census reads zero (one lock operation less per
+    /// value made and dropped, for a model checker's state space).
+    pub fn census(mut self, census: bool) -> Self {
+        self.census = census;
+        self
+    }
+
     /// The device.
     pub fn build(self) -> SimDevice {
         let threads = if ruccl_core::sync::CHECKED {
@@ -232,20 +299,21 @@ impl SimDeviceBuilder {
                 model: self.model.unwrap_or_else(default_model),
             },
             ledger: Ledger::new(self.retention),
+            census: self.census.then(Registry::new),
         }
     }
 }
 
-fn support_bit(element_type: ElementType, operation: ReduceOperation) -> u64 {
+/// The bit of `(element_type, operation)` in `Config::unsupported`; `None` for a type the
+/// device does not know. 10 types × 5 operations fit in 64 bits.
+fn support_bit(element_type: ElementType, operation: ReduceOperation) -> Option<u64> {
     let type_index = ElementType::ALL
         .iter()
-        .position(|&candidate| candidate == element_type)
-        .unwrap_or(0);
+        .position(|&candidate| candidate == element_type)?;
     let operation_index = ReduceOperation::ALL
         .iter()
-        .position(|&candidate| candidate == operation)
-        .unwrap_or(0);
-    1 << (type_index * ReduceOperation::ALL.len() + operation_index)
+        .position(|&candidate| candidate == operation)?;
+    1u64.checked_shl((type_index * ReduceOperation::ALL.len() + operation_index) as u32)
 }
 
 /// One generation in flight: the per-rank working buffers and the traffic so far.
@@ -259,6 +327,8 @@ pub struct SimWork {
     buffer_len: usize,
     memory: Memory,
     steps: Vec<StepTraffic>,
+    /// The work's entry in the census.
+    _token: Option<Token>,
 }
 
 impl SimWork {
@@ -286,6 +356,12 @@ impl SimWork {
     pub fn collective(&self) -> Collective {
         self.collective
     }
+
+    /// A copy of rank `rank`'s working buffer as it is now (`None` for a rank outside the
+    /// world): for inspecting a generation in tests and for deliberately wrong devices.
+    pub fn buffer(&self, rank: usize) -> Option<HostValues> {
+        self.memory.buffer(rank)
+    }
 }
 
 impl NativeCollectiveDevice for SimDevice {
@@ -301,7 +377,7 @@ impl NativeCollectiveDevice for SimDevice {
                 actual: tensor.device(),
             });
         }
-        Ok(SimPrepared::new(tensor))
+        Ok(SimPrepared::new(tensor, self.census.as_ref()))
     }
 
     fn describe(&self, input: &SimPrepared) -> TensorInfo {
@@ -335,6 +411,7 @@ impl NativeCollectiveDevice for SimDevice {
             buffer_len: plan.buffer_len(),
             memory,
             steps: Vec::with_capacity(plan.steps().len()),
+            _token: self.token(ValueKind::Work),
         })
     }
 
@@ -376,7 +453,13 @@ impl NativeCollectiveDevice for SimDevice {
         } = work;
         let mean = collective.operation() == Some(ReduceOperation::Mean);
         let divide_by = mean.then_some(devices.len());
-        let outputs = memory.into_outputs(&devices, plan, divide_by, self.config.threads);
+        let outputs = memory.into_outputs(
+            &devices,
+            plan,
+            divide_by,
+            self.config.threads,
+            self.census.as_ref(),
+        );
         if self.config.record_traffic {
             self.ledger.record(GenerationTraffic {
                 sequence: 0,
@@ -398,7 +481,11 @@ impl NativeCollectiveDevice for SimDevice {
 
 impl HostTensors for SimDevice {
     fn upload(&self, device: DeviceId, values: &HostValues) -> Result<SimTensor, SimError> {
-        Ok(SimTensor::new(device, values.clone()))
+        Ok(SimTensor::counted(
+            device,
+            values.clone(),
+            self.census.as_ref(),
+        ))
     }
 
     fn download(&self, tensor: &SimTensor) -> Result<HostValues, SimError> {
@@ -407,5 +494,9 @@ impl HostTensors for SimDevice {
 
     fn supports(&self, element_type: ElementType, operation: ReduceOperation) -> bool {
         SimDevice::supports(self, element_type, operation)
+    }
+
+    fn supports_type(&self, element_type: ElementType) -> bool {
+        SimDevice::supports_type(self, element_type)
     }
 }

@@ -1,19 +1,46 @@
 //! [`SimTensor`] and [`SimPrepared`]: the simulated device's values.
 
+use super::census::{Registry, Token, ValueKind};
 use crate::host::{ElementType, HostValues};
 use ruccl_core::DeviceId;
 
 /// A tensor in simulated device memory: typed elements owned by one device.
-#[derive(Clone, Debug, PartialEq)]
+///
+/// A tensor the device made (by `upload`, or as an output of `finish`) is counted in the
+/// device's [census](crate::SimDevice::census) until it is dropped; one made with
+/// [`SimTensor::new`] outside the device is not. A clone is a new tensor (counted if the
+/// original was). Equality compares the device and the elements.
+#[derive(Clone, Debug)]
 pub struct SimTensor {
     device: DeviceId,
     values: HostValues,
+    token: Option<Token>,
+}
+
+impl PartialEq for SimTensor {
+    fn eq(&self, other: &Self) -> bool {
+        self.device == other.device && self.values == other.values
+    }
 }
 
 impl SimTensor {
-    /// A tensor holding `values` in `device`'s memory.
+    /// A tensor holding `values` in `device`'s memory, made outside the device: not counted in
+    /// any census.
     pub fn new(device: DeviceId, values: HostValues) -> Self {
-        Self { device, values }
+        Self {
+            device,
+            values,
+            token: None,
+        }
+    }
+
+    /// A tensor the device made, counted in `census` (if it keeps one).
+    pub(crate) fn counted(device: DeviceId, values: HostValues, census: Option<&Registry>) -> Self {
+        Self {
+            device,
+            values,
+            token: census.map(|census| census.token(ValueKind::Tensor)),
+        }
     }
 
     /// The device whose memory holds the tensor.
@@ -41,6 +68,11 @@ impl SimTensor {
         &self.values
     }
 
+    /// Whether the tensor is counted in a device's census.
+    pub fn is_counted(&self) -> bool {
+        self.token.is_some()
+    }
+
     /// The elements, consuming the tensor.
     pub fn into_values(self) -> HostValues {
         self.values
@@ -50,15 +82,30 @@ impl SimTensor {
 /// A tensor checked to live on the device it was prepared for. The simulated device has no
 /// streams, so there is nothing else to capture; `begin` takes the tensor's elements as the
 /// rank's working buffer when the plan works in place.
-#[derive(Clone, Debug, PartialEq)]
+///
+/// Counted in the device's [census](crate::SimDevice::census) from `prepare` until it is
+/// dropped (by `begin`, which takes it, or by whoever holds it); the tensor inside is counted
+/// as a tensor as well, if it was. Equality compares the tensors.
+#[derive(Clone, Debug)]
 pub struct SimPrepared {
     tensor: SimTensor,
+    /// The preparation's entry in the census.
+    _token: Option<Token>,
+}
+
+impl PartialEq for SimPrepared {
+    fn eq(&self, other: &Self) -> bool {
+        self.tensor == other.tensor
+    }
 }
 
 impl SimPrepared {
-    /// Prepare `tensor` (checked by the caller to be on the right device).
-    pub(crate) fn new(tensor: SimTensor) -> Self {
-        Self { tensor }
+    /// Prepare `tensor` (checked by the caller to be on the right device), counted in `census`.
+    pub(crate) fn new(tensor: SimTensor, census: Option<&Registry>) -> Self {
+        Self {
+            tensor,
+            _token: census.map(|census| census.token(ValueKind::Prepared)),
+        }
     }
 
     /// The prepared tensor.

@@ -338,4 +338,8 @@ impl<D: HostTensors> HostTensors for FaultyDevice<D> {
     fn supports(&self, element_type: ElementType, operation: ReduceOperation) -> bool {
         self.inner.supports(element_type, operation)
     }
+
+    fn supports_type(&self, element_type: ElementType) -> bool {
+        self.inner.supports_type(element_type)
+    }
 }

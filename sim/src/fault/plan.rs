@@ -3,6 +3,7 @@
 
 use super::FaultPoint;
 use crate::rng::SplitMix64;
+use ruccl_core::Plan;
 use std::fmt;
 
 /// What an injected fault does in a method that can fail.
@@ -26,7 +27,10 @@ impl fmt::Display for FaultAction {
 /// Which device value panics when it is dropped.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum DropTarget {
-    /// A rank's prepared input (the communicator drops them after the ring, or on failure).
+    /// A rank's prepared input. `begin` takes the inputs and drops the decorator's wrappers
+    /// first, in rank order, so an armed one panics inside `begin` — before a `begin` fault, and
+    /// before the wrapped device sees the inputs; after an earlier failure (a mismatch, a
+    /// `prepare` fault) the communicator drops it instead.
     Prepared,
     /// The generation's work. It is consumed by `finish`, so in a generation that gets that far
     /// the panic happens inside `finish`; after an earlier failure, where the communicator drops it.
@@ -65,9 +69,10 @@ pub enum FaultSite {
     Prepare(FaultAction),
     /// `begin`.
     Begin(FaultAction),
-    /// `exchange` at ring step `step` (`None`: the first step).
+    /// `exchange` at step `step` of the generation's plan (`None`: the first step).
     Exchange {
-        /// The step, `0..2(W-1)`; `None` matches every step, so the first one fails.
+        /// The step, `0..plan.steps().len()` (which depends on the collective, the algorithm,
+        /// the world and the length); `None` matches every step, so the first one fails.
         step: Option<usize>,
         /// Error or panic.
         action: FaultAction,
@@ -205,12 +210,29 @@ pub struct FaultPlan {
 pub struct RandomPlan {
     /// The seed; one seed always gives the same plan.
     pub seed: u64,
-    /// The number of ranks (ranks are drawn from `0..world`, steps from `0..2(W-1)`).
+    /// The number of ranks (ranks are drawn from `0..world`).
     pub world: usize,
+    /// The number of exchange steps of the generations' plan (`plan.steps().len()`, which
+    /// depends on the collective, the algorithm and the length): `exchange` steps are drawn from
+    /// `0..steps`, and none at all when it is 0.
+    pub steps: usize,
     /// Generations are drawn from `0..generations`.
     pub generations: u64,
     /// How many faults to draw.
     pub faults: usize,
+}
+
+impl RandomPlan {
+    /// The shape for generations that all run `plan` (its world and its number of steps).
+    pub fn for_plan(seed: u64, plan: &Plan, generations: u64, faults: usize) -> Self {
+        Self {
+            seed,
+            world: plan.world(),
+            steps: plan.steps().len(),
+            generations,
+            faults,
+        }
+    }
 }
 
 impl FaultPlan {
@@ -258,11 +280,16 @@ impl FaultPlan {
 
     /// A plan drawn from `shape.seed`: every fault has a concrete site, action, rank and
     /// generation (and step or count where the site needs one). Output counts never equal the
-    /// world, and `exchange` is not drawn for a world of one (it has no steps).
+    /// world, and `exchange` is not drawn for a plan without steps.
     pub fn random(shape: RandomPlan) -> Self {
-        let mut rng = SplitMix64::keyed(&[shape.seed, shape.world as u64, shape.generations]);
+        let mut rng = SplitMix64::keyed(&[
+            shape.seed,
+            shape.world as u64,
+            shape.steps as u64,
+            shape.generations,
+        ]);
         let world = shape.world.max(1);
-        let steps = 2 * (world - 1);
+        let steps = shape.steps;
         let specs = (0..shape.faults)
             .map(|_| {
                 let action = if rng.coin() {

@@ -1,4 +1,4 @@
-//! Tracing: when each rank called, waited, prepared, and ran which ring step, kept in memory
+//! Tracing: when each rank called, waited, prepared, and ran which step of the plan, kept in memory
 //! (the perf tool, `ruccl-perf`, exports it as a Chrome trace-event file for Perfetto).
 //!
 //! | file           | job                                                                  |
@@ -7,9 +7,9 @@
 //! | `device.rs`    | [`TracingDevice`]: times every call of any device, without changing it |
 //! | `timeline.rs`  | [`CallTimeline`]: device calls grouped per rank call, rendezvous waits |
 //!
-//! Nothing in the core is instrumented. The harness records each rank's `all_reduce` call
+//! Nothing in the core is instrumented. The harness records each rank's collective call
 //! ([`Tracer::record_call`]); the decorator records the device calls on the track of the rank
-//! whose thread makes them — `prepare` on every rank, the ring on the last to arrive. A rank's
+//! whose thread makes them — `prepare` on every rank, the plan on the last to arrive. A rank's
 //! rendezvous wait is the time inside its call not spent in its own device calls.
 
 mod device;

@@ -1,10 +1,10 @@
-//! Spans grouped per rank call: which device calls ran inside each `all_reduce`, and the time the
-//! rank spent waiting in the rendezvous (inside the call, outside its own device calls).
+//! Spans grouped per rank call: which device calls ran inside each collective call, and the time
+//! the rank spent waiting in the rendezvous (inside the call, outside its own device calls).
 
 use super::tracer::{Span, SpanKind};
 use std::time::Duration;
 
-/// One rank's `all_reduce` of one generation and the device calls its thread made inside it.
+/// One rank's collective call of one generation and the device calls its thread made inside it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CallTimeline {
     /// The rank.
@@ -17,17 +17,22 @@ pub struct CallTimeline {
     pub end: Duration,
     /// Whether it returned `Ok`.
     pub ok: bool,
-    /// The device calls inside it, in order: `prepare`, and on the rank that ran the ring,
-    /// `begin`, every `exchange` and `finish`.
+    /// The device calls inside it, in order: `prepare`, and on the rank that ran the plan (the
+    /// last to arrive), `begin`, every `exchange` and `finish`.
     pub device_calls: Vec<Span>,
 }
 
 impl CallTimeline {
-    /// Whether this rank ran the generation's ring (its thread called `begin`).
-    pub fn ran_ring(&self) -> bool {
+    /// Whether this rank ran the generation's plan (its thread called `begin`).
+    pub fn ran_plan(&self) -> bool {
         self.device_calls
             .iter()
             .any(|span| matches!(span.kind, SpanKind::Begin { .. }))
+    }
+
+    /// [`ran_plan`](Self::ran_plan), under its name from when every plan was a ring.
+    pub fn ran_ring(&self) -> bool {
+        self.ran_plan()
     }
 
     /// The intervals of the call not spent in the rank's own device calls: waiting for the other
@@ -47,8 +52,8 @@ impl CallTimeline {
         waits
     }
 
-    /// The ring's interval: from `begin` to the end of the last device call, if this rank ran it.
-    pub fn ring(&self) -> Option<(Duration, Duration)> {
+    /// The plan's interval: from `begin` to the end of the last device call, if this rank ran it.
+    pub fn plan(&self) -> Option<(Duration, Duration)> {
         let begin = self
             .device_calls
             .iter()
@@ -60,7 +65,12 @@ impl CallTimeline {
         Some((self.device_calls[begin].start, end))
     }
 
-    /// Elements moved by the steps that completed (over all links), if this rank ran the ring.
+    /// [`plan`](Self::plan), under its name from when every plan was a ring.
+    pub fn ring(&self) -> Option<(Duration, Duration)> {
+        self.plan()
+    }
+
+    /// Elements moved by the steps that completed (over all links), if this rank ran the plan.
     pub fn moved(&self) -> usize {
         self.device_calls
             .iter()
@@ -168,16 +178,16 @@ mod tests {
                 .map(|(a, b)| (a.as_micros(), b.as_micros()))
                 .collect()
         };
-        assert!(!calls[0].ran_ring());
+        assert!(!calls[0].ran_plan());
         assert_eq!(micros(calls[0].waits()), vec![(0, 1), (3, 100)]);
-        assert!(calls[1].ran_ring());
+        assert!(calls[1].ran_plan());
         assert_eq!(
             micros(calls[1].waits()),
             vec![(10, 11), (12, 20), (40, 100)]
         );
         assert_eq!(calls[1].moved(), 4);
         assert_eq!(
-            calls[1].ring(),
+            calls[1].plan(),
             Some((Duration::from_micros(20), Duration::from_micros(40)))
         );
     }

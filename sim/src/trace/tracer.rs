@@ -143,7 +143,7 @@ impl Tracer {
         });
     }
 
-    /// Record rank `rank`'s whole `all_reduce` call of `generation`.
+    /// Record rank `rank`'s whole collective call of `generation`.
     pub fn record_call(
         &self,
         rank: usize,
