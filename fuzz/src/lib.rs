@@ -15,10 +15,11 @@
 //! | [`registry_ops`]        | `registry_ops`      | the registry's sharing and replacement rules            |
 //!
 //! Inputs decode with [`bytes::Reader`], which never fails; [`bytes::Writer`] encodes readable
-//! cases back into bytes for the seed corpora (`cargo run --example write_seeds`). The models'
-//! element arithmetic is [`arith`].
+//! cases back into bytes for the seed corpora (`cargo run --example write_seeds`). Values are
+//! checked against the sim crate's public references: its plan interpreter
+//! ([`interpret`](ruccl_sim::conformance::interpret)) bit for bit, and its exact
+//! [`reference`](ruccl_sim::conformance::reference) of each collective.
 
-pub mod arith;
 pub mod bytes;
 pub mod fault_spec_parse;
 pub mod harness;

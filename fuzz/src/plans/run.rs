@@ -1,30 +1,19 @@
-//! An accepted plan run on a [`SimDevice`], its outputs checked against the simulator's trees.
+//! An accepted plan run on a [`SimDevice`], its outputs checked against the sim crate's public
+//! references: the plan interpreter ([`interpret`]) bit for bit, and for integers the exact
+//! result of the collective ([`expected_outputs`]), which no order of folding changes.
 
-use super::brute::{Examination, Tree};
-use crate::arith::{Num, nums};
-use crate::values::{RawSource, any_values};
-use ruccl_core::{Collective, DeviceId, NativeCollectiveDevice, Plan, ReduceOperation};
+use crate::values::{RawSource, any_values, same_bits};
+use ruccl_core::{Collective, DeviceId, NativeCollectiveDevice, Plan};
+use ruccl_sim::conformance::interpret::{compare_bits, interpret};
+use ruccl_sim::conformance::reference::{compare, expected_outputs};
 use ruccl_sim::{ElementType, HostValues, SimDevice, SimTensor, StepTraffic};
 
-/// `tree` evaluated over `inputs` (`inputs[r]`: rank `r`'s elements), folding with `operation`.
-fn evaluate(tree: &Tree, inputs: &[Vec<Num>], operation: ReduceOperation) -> Num {
-    match tree {
-        Tree::Input { rank, index } => inputs[*rank][*index],
-        Tree::Fold(left, right) => {
-            let left = evaluate(left, inputs, operation);
-            let right = evaluate(right, inputs, operation);
-            Num::combine(operation, left, right)
-                .unwrap_or_else(|| panic!("inputs of two element types: {left:?} ⊕ {right:?}"))
-        }
-    }
-}
-
-/// Run `plan` on a fresh device with values of `element_type` seeded by `seed`: every output
-/// element is its tree in `examination` evaluated in the device's documented arithmetic,
-/// all-reduce outputs have one bit pattern on every rank (NaNs aside: any NaN matches any NaN),
-/// and the ledger records the plan's transfers. Panics otherwise, or if the device refuses the
-/// plan.
-pub fn run_on_device(plan: &Plan, examination: &Examination, element_type: ElementType, seed: u64) {
+/// Run `plan` on a fresh device with values of `element_type` seeded by `seed`: every output is
+/// the interpreter's (bit for bit; `Mean` on floats within one rounding), an integer output is
+/// the collective's exact result, all-reduce outputs have one bit pattern on every rank (NaNs
+/// aside: any NaN matches any NaN), and the ledger records the plan's transfers. Panics
+/// otherwise, or if the device refuses the plan.
+pub fn run_on_device(plan: &Plan, element_type: ElementType, seed: u64) {
     let world = plan.world();
     let context = || format!("{element_type} values seeded {seed} through {plan:?}");
     let device = SimDevice::builder().threads(1).build();
@@ -60,46 +49,40 @@ pub fn run_on_device(plan: &Plan, examination: &Examination, element_type: Eleme
         .unwrap_or_else(|error| panic!("finish refused a verified plan: {error}\n{}", context()));
     assert_eq!(outputs.len(), world, "outputs\n{}", context());
 
-    let operation = plan.collective().operation();
-    let folding = operation.map_or(ReduceOperation::Sum, ReduceOperation::combining);
-    let inputs: Vec<Vec<Num>> = inputs.iter().map(nums).collect();
-    let mut first: Vec<Num> = Vec::new();
-    for (rank, (output, trees)) in outputs.iter().zip(&examination.outputs).enumerate() {
+    let interpreted = interpret(plan, &inputs)
+        .unwrap_or_else(|error| panic!("the interpreter refuses a verified plan: {error}"));
+    let exact = (!element_type.is_float()).then(|| expected_outputs(plan.collective(), &inputs));
+    for (rank, output) in outputs.iter().enumerate() {
         assert_eq!(
             output.device(),
             devices[rank],
             "rank {rank}'s output device"
         );
-        let got = nums(output.values());
-        assert_eq!(
-            got.len(),
-            trees.len(),
-            "rank {rank}'s output length\n{}",
-            context()
-        );
-        for (element, (&value, tree)) in got.iter().zip(trees).enumerate() {
-            let mut expected = evaluate(tree, &inputs, folding);
-            if operation == Some(ReduceOperation::Mean) {
-                expected = expected.divide(world);
-            }
-            assert!(
-                value.matches(expected, operation),
-                "rank {rank} element {element}: the device holds {value:?}, the tree {tree:?} evaluates to {expected:?}\n{}",
+        let got = output.values();
+        if let Err(mismatch) = compare_bits(plan.collective(), &interpreted[rank], got) {
+            panic!(
+                "rank {rank}'s output is not the interpreter's: {mismatch}\n{}",
                 context()
             );
         }
-        if let Collective::AllReduce(_) = plan.collective() {
-            if rank == 0 {
-                first = got;
-            } else {
-                // Any NaN matches any NaN: Rust leaves the payload of an operation on two NaNs
-                // open, and the device's kernels may put the same two operands in either order.
-                assert!(
-                    got.iter().zip(&first).all(|(a, b)| a.matches(*b, None)),
-                    "rank {rank}'s all-reduce output has other bits than rank 0's: {got:?} vs {first:?}\n{}",
+        if let Some(exact) = &exact {
+            if let Err(mismatch) = compare(&exact[rank], element_type, got) {
+                panic!(
+                    "rank {rank}'s output is not the {}: {mismatch}\n{}",
+                    plan.collective(),
                     context()
                 );
             }
+        }
+        if let Collective::AllReduce(_) = plan.collective() {
+            // Any NaN matches any NaN: Rust leaves the payload of an operation on two NaNs
+            // open, and the device's kernels may put the same two operands in either order.
+            assert!(
+                same_bits(got, outputs[0].values()),
+                "rank {rank}'s all-reduce output has other bits than rank 0's: {got:?} vs {:?}\n{}",
+                outputs[0].values(),
+                context()
+            );
         }
     }
     let Some(record) = device.ledger().last() else {

@@ -49,6 +49,15 @@ pub const MAX_PHASES: usize = 3;
 pub const MAX_GENERATIONS: usize = 4;
 /// The most faults per generation.
 pub const MAX_FAULTS: usize = 2;
+/// The element types of a script (integers: every collective's result is exact).
+pub const ELEMENT_TYPES: [ElementType; 6] = [
+    ElementType::I32,
+    ElementType::I64,
+    ElementType::I8,
+    ElementType::U8,
+    ElementType::U32,
+    ElementType::U64,
+];
 /// The algorithms ranks ask for.
 pub const ALGORITHMS: [Algorithm; 4] = [
     Algorithm::Auto,
@@ -62,7 +71,7 @@ pub const ALGORITHMS: [Algorithm; 4] = [
 pub struct Script {
     /// Ranks, `1..=MAX_WORLD`.
     pub world: usize,
-    /// `I32` or `I64`.
+    /// One of [`ELEMENT_TYPES`].
     pub element_type: ElementType,
     /// The phases, in order.
     pub phases: Vec<PhasePlan>,
@@ -99,7 +108,7 @@ pub enum OddShape {
     Longer,
     /// One element fewer (the same, for an empty input).
     Shorter,
-    /// The other integer type.
+    /// The next of [`ELEMENT_TYPES`].
     OtherType,
 }
 
@@ -176,11 +185,7 @@ impl Script {
     /// Decode a script; every input decodes to one.
     pub fn decode(reader: &mut Reader<'_>) -> Self {
         let world = reader.between(1, MAX_WORLD);
-        let element_type = if reader.flag() {
-            ElementType::I64
-        } else {
-            ElementType::I32
-        };
+        let element_type = reader.pick(&ELEMENT_TYPES);
         let phases = (0..reader.between(1, MAX_PHASES))
             .map(|_| decode_phase(reader, world, element_type))
             .collect();
@@ -195,7 +200,7 @@ impl Script {
     pub fn encode(&self) -> Vec<u8> {
         let mut writer = Writer::new();
         writer.between(self.world, 1, MAX_WORLD);
-        writer.flag(self.element_type == ElementType::I64);
+        writer.pick(&self.element_type, &ELEMENT_TYPES);
         writer.between(self.phases.len(), 1, MAX_PHASES);
         for phase in &self.phases {
             encode_phase(&mut writer, phase, self.world);
@@ -248,11 +253,11 @@ impl Script {
                 values.pop();
             }
             Some((odd, OddShape::OtherType)) if odd == rank => {
-                element_type = if element_type == ElementType::I32 {
-                    ElementType::I64
-                } else {
-                    ElementType::I32
-                };
+                let index = ELEMENT_TYPES
+                    .iter()
+                    .position(|&candidate| candidate == element_type)
+                    .unwrap_or(0);
+                element_type = ELEMENT_TYPES[(index + 1) % ELEMENT_TYPES.len()];
             }
             _ => {}
         }
@@ -260,24 +265,23 @@ impl Script {
     }
 }
 
-/// An i32 or i64 from two bytes: small (`-8..=8`), spread bits, an extreme, or a 16-bit value.
+/// An integer of `element_type` from two bytes (as i64; narrower types keep its low bits):
+/// small (`-8..=8`), spread bits, an extreme of the type, or a 16-bit value.
 fn integer(raw: u16, element_type: ElementType) -> i64 {
     let payload = raw >> 2;
-    let (min, max) = if element_type == ElementType::I32 {
-        (i64::from(i32::MIN), i64::from(i32::MAX))
-    } else {
-        (i64::MIN, i64::MAX)
+    let (min, max) = match element_type {
+        ElementType::I8 => (i64::from(i8::MIN), i64::from(i8::MAX)),
+        ElementType::U8 => (0, i64::from(u8::MAX)),
+        ElementType::I32 => (i64::from(i32::MIN), i64::from(i32::MAX)),
+        ElementType::U32 => (0, i64::from(u32::MAX)),
+        ElementType::U64 => (0, -1),
+        _ => (i64::MIN, i64::MAX),
     };
-    let value = match raw & 3 {
+    match raw & 3 {
         0 => i64::from(payload % 17) - 8,
         1 => u64::from(payload).wrapping_mul(0x9E37_79B9_7F4A_7C15) as i64,
         2 => [min, max, -1, 0, 1, min + 1, max - 1][usize::from(payload) % 7],
         _ => i64::from(raw as i16),
-    };
-    if element_type == ElementType::I32 {
-        i64::from(value as i32)
-    } else {
-        value
     }
 }
 
@@ -593,15 +597,18 @@ pub fn seeds() -> Vec<(&'static str, Script)> {
     let mut seeds = vec![
         (
             "every_collective",
-            script(
-                4,
-                vec![phase(vec![
-                    generation(AllReduce(Sum), Algorithm::Ring, 4, 5),
-                    generation(ReduceScatter(Product), Algorithm::HalvingDoubling, 4, 8),
-                    generation(AllGather, Algorithm::Direct, 4, 3),
-                    generation(Broadcast { root: 3 }, auto, 4, 7),
-                ])],
-            ),
+            Script {
+                element_type: ElementType::U8,
+                ..script(
+                    4,
+                    vec![phase(vec![
+                        generation(AllReduce(Sum), Algorithm::Ring, 4, 5),
+                        generation(ReduceScatter(Product), Algorithm::HalvingDoubling, 4, 8),
+                        generation(AllGather, Algorithm::Direct, 4, 3),
+                        generation(Broadcast { root: 3 }, auto, 4, 7),
+                    ])],
+                )
+            },
         ),
         (
             "prepare_error_then_recovery",
@@ -704,14 +711,17 @@ pub fn seeds() -> Vec<(&'static str, Script)> {
     typed.odd_shape = Some((2, OddShape::OtherType));
     seeds.push((
         "shape_mismatches_then_recovery",
-        script(
-            3,
-            vec![phase(vec![
-                longer,
-                typed,
-                generation(AllReduce(Min), auto, 3, 3),
-            ])],
-        ),
+        Script {
+            element_type: ElementType::I8,
+            ..script(
+                3,
+                vec![phase(vec![
+                    longer,
+                    typed,
+                    generation(AllReduce(Min), auto, 3, 3),
+                ])],
+            )
+        },
     ));
     seeds.push((
         "impossible_collectives",

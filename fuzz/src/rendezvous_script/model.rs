@@ -1,10 +1,10 @@
 //! What every rank of one generation must receive when no abort interferes: the sim crate's
 //! outcome predictor ([`FaultPlan::predict`]) — the one the model checkers and the tests use too —
-//! with the collective's result its `Delivered` outcome stands for, computed here in exact integer
-//! arithmetic (DESIGN.md's table of collectives).
+//! with the collective's result its `Delivered` outcome stands for, from the sim crate's exact
+//! reference ([`expected_outputs`]; integers, so exact whatever the fold order).
 
 use ruccl_core::{Algorithm, Collective, LinkModel, NativeCollectiveError, TensorInfo};
-use ruccl_sim::conformance::reference::{integer_values, reduce_integers};
+use ruccl_sim::conformance::reference::{Expected, compare, expected_outputs};
 use ruccl_sim::fault::{FaultPlan, GenerationCalls, Outcome};
 use ruccl_sim::{ElementType, HostValues};
 
@@ -13,8 +13,10 @@ use ruccl_sim::{ElementType, HostValues};
 pub enum Expect {
     /// Rank `r` gets `outputs[r]`; its output is armed to panic on drop iff `armed[r]`.
     Ok {
+        /// The outputs' element type.
+        element_type: ElementType,
         /// Each rank's output.
-        outputs: Vec<HostValues>,
+        outputs: Vec<Expected>,
         /// Which outputs a `drop:what=output` fault armed.
         armed: Vec<bool>,
     },
@@ -31,8 +33,8 @@ pub struct GenerationInputs<'a> {
     pub communicator_generation: u64,
     /// What each rank asks for.
     pub requests: Vec<(Collective, Algorithm)>,
-    /// Each rank's element type and elements (i32 inputs hold values that fit).
-    pub inputs: &'a [(ElementType, Vec<i64>)],
+    /// Each rank's input.
+    pub inputs: &'a [HostValues],
     /// The device's α–β model, which resolves `Auto`.
     pub model: LinkModel,
 }
@@ -42,9 +44,9 @@ pub fn predict(plan: &FaultPlan, generation: &GenerationInputs<'_>) -> Expect {
     let shapes: Vec<TensorInfo> = generation
         .inputs
         .iter()
-        .map(|(element, values)| TensorInfo {
+        .map(|values| TensorInfo {
             len: values.len(),
-            element: *element,
+            element: values.element_type(),
         })
         .collect();
     let calls = GenerationCalls {
@@ -56,84 +58,63 @@ pub fn predict(plan: &FaultPlan, generation: &GenerationInputs<'_>) -> Expect {
     };
     match plan.predict(&calls) {
         Outcome::Failed(error) => Expect::Err(error),
-        Outcome::Delivered { armed } => {
-            // Delivered: the ranks agreed, on one shape.
-            let (collective, _) = generation.requests[0];
-            let element_type = generation.inputs[0].0;
-            let inputs: Vec<Vec<i64>> = generation
-                .inputs
-                .iter()
-                .map(|(_, values)| values.clone())
-                .collect();
-            Expect::Ok {
-                outputs: results(collective, &inputs, element_type)
-                    .iter()
-                    .map(|values| integer_values(element_type, values))
-                    .collect(),
-                armed,
-            }
-        }
+        // Delivered: the ranks agreed, on one shape.
+        Outcome::Delivered { armed } => Expect::Ok {
+            element_type: generation.inputs[0].element_type(),
+            outputs: expected_outputs(generation.requests[0].0, generation.inputs),
+            armed,
+        },
     }
 }
 
-/// Each rank's output of `collective` over `inputs` (one per rank, of one length), in the
-/// integer arithmetic of `element_type`.
-pub fn results(
-    collective: Collective,
-    inputs: &[Vec<i64>],
-    element_type: ElementType,
-) -> Vec<Vec<i64>> {
-    let world = inputs.len();
-    let length = inputs.first().map_or(0, Vec::len);
-    let bits = if element_type == ElementType::I32 {
-        32
-    } else {
-        64
-    };
-    let reduction = |operation| -> Vec<i64> {
-        (0..length)
-            .map(|index| {
-                let column: Vec<i64> = inputs.iter().map(|values| values[index]).collect();
-                reduce_integers(&column, operation, bits)
-            })
-            .collect()
-    };
-    match collective {
-        Collective::AllReduce(operation) => vec![reduction(operation); world],
-        Collective::ReduceScatter(operation) => {
-            let reduced = reduction(operation);
-            let block = length / world;
-            (0..world)
-                .map(|rank| reduced[rank * block..(rank + 1) * block].to_vec())
-                .collect()
+impl Expect {
+    /// Whether rank `rank`'s `output` (and whether it was armed) is what this expects.
+    pub fn admits(&self, rank: usize, output: &HostValues, was_armed: bool) -> bool {
+        match self {
+            Expect::Ok {
+                element_type,
+                outputs,
+                armed,
+            } => {
+                outputs
+                    .get(rank)
+                    .is_some_and(|expected| compare(expected, *element_type, output).is_ok())
+                    && armed.get(rank) == Some(&was_armed)
+            }
+            Expect::Err(_) => false,
         }
-        Collective::AllGather => vec![inputs.concat(); world],
-        Collective::Broadcast { root } => vec![inputs[root].clone(); world],
-        other => panic!("no reference for {other}"),
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::results;
-    use ruccl_core::{Collective, ReduceOperation};
-    use ruccl_sim::ElementType;
+    use super::{Expect, GenerationInputs, predict};
+    use ruccl_core::{Algorithm, Collective, LinkModel, ReduceOperation};
+    use ruccl_sim::HostValues;
+    use ruccl_sim::fault::FaultPlan;
 
     #[test]
-    fn reduce_scatter_gives_each_rank_its_block_of_the_sum() {
-        let inputs = vec![vec![1, 2, 3, 4], vec![10, 20, 30, 40]];
-        let outputs = results(
-            Collective::ReduceScatter(ReduceOperation::Sum),
-            &inputs,
-            ElementType::I64,
+    fn a_clean_reduce_scatter_expects_each_rank_its_block_of_the_sum() {
+        let inputs = [
+            HostValues::U32(vec![1, 2, 3, 4]),
+            HostValues::U32(vec![10, 20, 30, u32::MAX]),
+        ];
+        let collective = Collective::ReduceScatter(ReduceOperation::Sum);
+        let expect = predict(
+            &FaultPlan::none(),
+            &GenerationInputs {
+                device_generation: 0,
+                communicator_generation: 0,
+                requests: vec![(collective, Algorithm::Auto); 2],
+                inputs: &inputs,
+                model: LinkModel::default(),
+            },
         );
-        assert_eq!(outputs, vec![vec![11, 22], vec![33, 44]]);
-    }
-
-    #[test]
-    fn all_gather_concatenates_in_rank_order() {
-        let inputs = vec![vec![1], vec![2], vec![3]];
-        let outputs = results(Collective::AllGather, &inputs, ElementType::I32);
-        assert_eq!(outputs, vec![vec![1, 2, 3]; 3]);
+        assert!(matches!(expect, Expect::Ok { .. }), "{expect:?}");
+        assert!(expect.admits(0, &HostValues::U32(vec![11, 22]), false));
+        assert!(expect.admits(1, &HostValues::U32(vec![33, 3]), false));
+        assert!(!expect.admits(1, &HostValues::U32(vec![33, 3]), true));
+        assert!(!expect.admits(1, &HostValues::U32(vec![11, 22]), false));
+        assert!(!expect.admits(0, &HostValues::I64(vec![11, 22]), false));
     }
 }
