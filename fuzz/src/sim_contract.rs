@@ -21,7 +21,8 @@
 //! collective, world or layout it answers `PlanChanged`.
 //!
 //! Floats have any bit pattern (NaNs, infinities, signed zeros, subnormals), so a fold in another
-//! order shows in the bits.
+//! order shows in the bits. Once the case's values are all dropped, the device's census reads zero
+//! live values and no double drop, whichever calls failed.
 
 use crate::bytes::{Reader, Writer};
 use crate::values::{RawSource, any_values, same_bits};
@@ -387,8 +388,18 @@ pub fn check(data: &[u8]) {
     check_case(&ContractCase::decode(&mut Reader::new(data)));
 }
 
-/// Check one case; panics on any violation.
+/// Check one case; panics on any violation. Once every value is dropped — on every path, the
+/// refused calls' included — the device's census must read zero (DESIGN.md property 9).
 pub fn check_case(case: &ContractCase) {
+    let device = run_calls(case);
+    if let Err(live) = device.check_quiescent() {
+        panic!("values outlive the calls: {live}\n{case:?}");
+    }
+}
+
+/// Make the device and run the case's calls on it, checking each; returns the device once every
+/// value the calls made is dropped.
+fn run_calls(case: &ContractCase) -> SimDevice {
     let mut builder = SimDevice::builder()
         .in_place(case.in_place)
         .record_traffic(case.record_traffic)
@@ -466,7 +477,7 @@ pub fn check_case(case: &ContractCase) {
                 "begin refused with {error:?}; the inputs break only {broken:?}"
             );
             assert_eq!(device.ledger().recorded(), 0, "a failed begin recorded");
-            return;
+            return device;
         }
     };
     let world = plan.world();
@@ -577,6 +588,7 @@ pub fn check_case(case: &ContractCase) {
             assert_eq!(device.ledger().recorded(), 0, "a failed finish recorded");
         }
     }
+    device
 }
 
 /// Every error `begin` may rightly return; empty when the call is valid.

@@ -11,8 +11,9 @@ use ruccl_sim::{ElementType, HostValues, SimDevice, SimTensor, StepTraffic};
 /// Run `plan` on a fresh device with values of `element_type` seeded by `seed`: every output is
 /// the interpreter's (bit for bit; `Mean` on floats within one rounding), an integer output is
 /// the collective's exact result, all-reduce outputs have one bit pattern on every rank (NaNs
-/// aside: any NaN matches any NaN), and the ledger records the plan's transfers. Panics
-/// otherwise, or if the device refuses the plan.
+/// aside: any NaN matches any NaN), the ledger records the plan's transfers, and once the
+/// outputs are dropped the device's census reads zero. Panics otherwise, or if the device refuses
+/// the plan.
 pub fn run_on_device(plan: &Plan, element_type: ElementType, seed: u64) {
     let world = plan.world();
     let context = || format!("{element_type} values seeded {seed} through {plan:?}");
@@ -84,6 +85,10 @@ pub fn run_on_device(plan: &Plan, element_type: ElementType, seed: u64) {
                 context()
             );
         }
+    }
+    drop(outputs);
+    if let Err(live) = device.check_quiescent() {
+        panic!("values outlive the generation: {live}\n{}", context());
     }
     let Some(record) = device.ledger().last() else {
         panic!("the ledger recorded nothing\n{}", context());

@@ -20,6 +20,8 @@
 //!   the one that won (an abort before the phase, a concurrent abort, or the `TimedOut` of a
 //!   straggler's generation). Later calls on the aborted communicator fail fast with it; the
 //!   registry replaces it with a fresh one, while a healthy one is handed out again.
+//! - **Resources**: after each phase the simulated device's census reads no live value and no
+//!   double drop, whatever failed, aborted or timed out.
 //! - **No hang**: every wait is bounded — a straggler's peers use a short timeout, everyone else a
 //!   generous one (or none, watched by a [`Watchdog`](crate::harness::Watchdog) that aborts the
 //!   run).

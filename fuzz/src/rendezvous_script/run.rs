@@ -138,6 +138,11 @@ impl Runner<'_> {
             }
             self.t += 1;
         }
+        // Every rank has returned and dropped what it received: whatever failed, every value
+        // the device made is gone, each dropped once (DESIGN.md property 9).
+        if let Err(live) = self.device.inner().check_quiescent() {
+            panic!("{context}: values outlive the phase: {live}");
+        }
     }
 
     fn upload(
