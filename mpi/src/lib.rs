@@ -44,10 +44,14 @@ mod agreement;
 mod buffer;
 mod engine;
 mod error;
+mod hierarchical;
 mod inter_process;
 
 pub use buffer::HostBuffer;
 pub use engine::communicator::{MpiInterProcess, Waiting};
 pub use engine::runtime::{MpiRuntime, lock_mpi};
 pub use error::{CallDescription, CollectiveKind, InterProcessError, LocalFailure};
+pub use hierarchical::{
+    HierarchicalCommunicator, HierarchicalError, LayoutBuffer, ProcessCall, StagingDevice,
+};
 pub use inter_process::InterProcess;
