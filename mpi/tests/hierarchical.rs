@@ -474,8 +474,9 @@ fn all_reduce_matches_the_reference_for_every_type_and_operation(env: &Env) -> O
             for operation in ReduceOperation::ALL {
                 // Lengths every local rank count divides (shards), and 1, 3, 1001 that two
                 // ranks do not (a local all-reduce); 64 bytes ride in MPI's status packet.
+                // 16384 elements: shards of at least 16 KiB, one engine call per shard.
                 let lengths: &[usize] = if uniform {
-                    &[1, 12, 1000]
+                    &[1, 12, 1000, 16384]
                 } else {
                     &[0, 1, 3, 64 / element.size(), 1000, 1001]
                 };

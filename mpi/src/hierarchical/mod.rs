@@ -91,12 +91,18 @@ where
     devices: Vec<DeviceId>,
     inter: I,
     layout: Layout,
-    exchange: Meeting<Part<I::Buffer>, I::Buffer>,
+    exchange: Meeting<Part<I::Buffer>, Handout<I::Buffer, D::Tensor>>,
     closing: Meeting<Status, ()>,
     ranks: Vec<RankSlot>,
     /// Set once by a timeout or a sticky engine error; every later call returns it.
     poisoned: OnceLock<HierarchicalError>,
 }
+
+/// The shard size from which an all-reduce on a uniform layout makes one engine call per shard
+/// (no gluing, no cutting: two copies of the message saved) rather than one call on the glued
+/// shards (one status agreement instead of `L`). Every process decides alike: it depends on the
+/// agreed length and type and on the layout alone.
+const SHARD_CALLS_FROM_BYTES: usize = 16 << 10;
 
 /// A local rank's bookkeeping.
 struct RankSlot {
@@ -121,6 +127,14 @@ struct Part<B> {
     /// The rank's part (`None` where the step needs only rank 0's), or its failure's text.
     data: Result<Option<B>, String>,
     deadline: Option<Instant>,
+}
+
+/// What the exchange hands a local rank.
+enum Handout<B, T> {
+    /// Its shard of an all-reduce, for the local all-gather of phase 2 (then the closing).
+    Shard(B),
+    /// Its output, staged in and agreed on by the exchange's runner: the call is done.
+    Output(T),
 }
 
 /// A local rank's deposit at the closing agreement.
@@ -430,33 +444,33 @@ where
             data,
             deadline,
         };
-        let mine = self
+        let handout = self
             .exchange
             .meet(rank, generation, part, deadline, |parts| {
                 self.exchange_step(generation, parts)
             })
             .map_err(|missed| self.missed(missed, generation))??;
+        let shard = match handout {
+            Handout::Output(output) => return Ok(output),
+            Handout::Shard(shard) => shard,
+        };
 
-        // Phase 2: this rank's output.
-        let second = if request.gathers(local) {
-            match self.stage_in(rank, "its shard", mine) {
-                Ok(shard) => {
-                    let options = with_remaining(local_options, deadline);
-                    match self
-                        .local
-                        .collective(rank, shard, Collective::AllGather, options)
-                    {
-                        Ok(output) => Ok(output),
-                        Err(NativeCollectiveError::TimedOut { .. }) => {
-                            return Err(self.time_out(generation));
-                        }
-                        Err(error) => Err(error.to_string()),
+        // Phase 2 of an all-reduce's shards: the local all-gather.
+        let second = match self.stage_in(rank, "its shard", shard) {
+            Ok(shard) => {
+                let options = with_remaining(local_options, deadline);
+                match self
+                    .local
+                    .collective(rank, shard, Collective::AllGather, options)
+                {
+                    Ok(output) => Ok(output),
+                    Err(NativeCollectiveError::TimedOut { .. }) => {
+                        return Err(self.time_out(generation));
                     }
+                    Err(error) => Err(error.to_string()),
                 }
-                Err(failure) => Err(failure),
             }
-        } else {
-            self.stage_in(rank, "its output", mine)
+            Err(failure) => Err(failure),
         };
 
         // The closing agreement: a failure in phase 2 anywhere fails the generation everywhere.
@@ -486,12 +500,14 @@ where
     }
 
     /// The exchange, run by the last local rank to arrive: agree locally, then the engine's
-    /// collective(s); one outcome per local rank.
+    /// collective(s); one handout per local rank. Where phase 2 is only staging (every route but
+    /// an all-reduce's shards), the runner stages every rank's output in and runs the closing
+    /// agreement itself, so that the generation needs no second meeting.
     fn exchange_step(
         &self,
         generation: u64,
         parts: Vec<Part<I::Buffer>>,
-    ) -> Vec<Outcome<I::Buffer>> {
+    ) -> Vec<Outcome<Handout<I::Buffer, D::Tensor>>> {
         let local = self.layout.local();
         let deadline = earliest(parts.iter().map(|part| part.deadline));
         let Some(request) = parts.first().map(|part| part.request) else {
@@ -525,12 +541,47 @@ where
                     .map_err(|error| self.agreed(error, generation))
             }
         };
-        match outcome {
-            Ok(outcomes) if outcomes.len() == local => outcomes.into_iter().map(Ok).collect(),
-            Ok(_) => (0..local)
-                .map(|_| Err(internal("the exchange made the wrong number of parts")))
+        let buffers = match outcome {
+            Ok(buffers) if buffers.len() == local => Ok(buffers),
+            Ok(_) => Err(internal("the exchange made the wrong number of parts")),
+            Err(error) => Err(error),
+        };
+        let buffers = match buffers {
+            Ok(buffers) => buffers,
+            Err(error) => return (0..local).map(|_| Err(error.clone())).collect(),
+        };
+        if request.gathers(local) {
+            return buffers.into_iter().map(|b| Ok(Handout::Shard(b))).collect();
+        }
+        // Phase 2 is staging alone: do it here, then close.
+        let outputs: Vec<Result<D::Tensor, String>> = buffers
+            .into_iter()
+            .enumerate()
+            .map(|(rank, buffer)| self.stage_in(rank, "its output", buffer))
+            .collect();
+        let failure = outputs
+            .iter()
+            .find_map(|output| output.as_ref().err().cloned());
+        let status = match failure {
+            Some(text) => Err(LocalFailure::new(text)),
+            None => Ok(()),
+        };
+        match self.inter.agree(status, tag, deadline) {
+            Ok(()) => outputs
+                .into_iter()
+                .map(|output| {
+                    output
+                        .map(Handout::Output)
+                        .map_err(|_| internal("a closing agreement that missed a failure"))
+                })
                 .collect(),
-            Err(error) => (0..local).map(|_| Err(error.clone())).collect(),
+            Err(error) => {
+                let error = self.agreed(error, generation);
+                for output in outputs.into_iter().flatten() {
+                    let _ = discard(output);
+                }
+                (0..local).map(|_| Err(error.clone())).collect()
+            }
         }
     }
 
@@ -553,7 +604,10 @@ where
             |collective, buffer| self.inter.collective(collective, Ok(buffer), tag, deadline);
         let route = request.route(local);
         match (request.collective, route) {
-            (Collective::AllReduce(operation), Route::Shards) if layout.uniform() => {
+            (Collective::AllReduce(operation), Route::Shards)
+                if layout.uniform()
+                    && len / local * request.info.element.size() >= SHARD_CALLS_FROM_BYTES =>
+            {
                 // Shard r of every process covers the same elements: one engine call per shard,
                 // no copy.
                 let mut shards = Vec::with_capacity(local);

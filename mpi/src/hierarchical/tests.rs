@@ -121,7 +121,8 @@ fn every_collective_matches_the_core_on_one_process() {
                 continue;
             }
             // Lengths the local rank count divides (shards) and does not (a local all-reduce).
-            for len in [0, 1, 5, 6, 7, 1000] {
+            // 6144 i64: shards of at least 16 KiB (one engine call per shard).
+            for len in [0, 1, 5, 6, 7, 1000, 6144] {
                 let len = match collective {
                     Collective::ReduceScatter(_) => len * ranks,
                     _ => len,
