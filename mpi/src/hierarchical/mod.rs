@@ -91,7 +91,7 @@ where
     devices: Vec<DeviceId>,
     inter: I,
     layout: Layout,
-    exchange: Meeting<Part<I::Buffer>, Handout<I::Buffer, D::Tensor>>,
+    exchange: Exchange<D, I>,
     closing: Meeting<Status, ()>,
     ranks: Vec<RankSlot>,
     /// Set once by a timeout or a sticky engine error; every later call returns it.
@@ -103,6 +103,12 @@ where
 /// shards (one status agreement instead of `L`). Every process decides alike: it depends on the
 /// agreed length and type and on the layout alone.
 const SHARD_CALLS_FROM_BYTES: usize = 16 << 10;
+
+/// The exchange's meeting: parts in, handouts out.
+type Exchange<D, I> = Meeting<
+    Part<<I as InterProcess>::Buffer>,
+    Handout<<I as InterProcess>::Buffer, <D as ruccl_core::NativeCollectiveDevice>::Tensor>,
+>;
 
 /// A local rank's bookkeeping.
 struct RankSlot {
