@@ -5,7 +5,8 @@
 
 use super::*;
 use crate::buffer::HostBuffer;
-use ruccl_core::{Algorithm, ElementType, LinkModel, NativeCollectiveDevice};
+use crate::error::InterProcessError;
+use ruccl_core::{Algorithm, ElementType, LinkModel, NativeCollectiveDevice, NativeCommunicator};
 use ruccl_sim::fault::{GenerationCalls, Outcome as Predicted, every_site};
 use ruccl_sim::{FaultPlan, FaultyDevice, FaultyTensor, HostValues, SimDevice, SimTensor};
 use std::sync::Arc;
@@ -256,9 +257,9 @@ fn a_local_rank_that_never_calls_times_out_every_rank_and_poisons() {
 }
 
 #[test]
-fn a_slow_rank_in_the_exchange_times_out_every_rank_of_the_process() {
-    // Rank 1 is inside the local phase when rank 0's deadline passes at the meeting: only the
-    // meeting notices. A rank whose staging takes longer than the deadline stands in for it.
+fn a_step_slower_than_the_deadline_times_out_every_rank_of_the_process() {
+    // Staging rank 1's part out takes longer than the deadline: the step, run inside the local
+    // collective, outlasts every rank's wait.
     #[derive(Clone)]
     struct Slow(SimDevice);
     impl NativeCollectiveDevice for Slow {
