@@ -64,6 +64,7 @@ pub use engine::communicator::{MpiInterProcess, Waiting};
 pub use engine::runtime::{MpiRuntime, lock_mpi};
 pub use error::{CallDescription, CollectiveKind, InterProcessError, LocalFailure};
 pub use hierarchical::{
-    HierarchicalCommunicator, HierarchicalError, LayoutBuffer, ProcessCall, StagingDevice,
+    HierarchicalCommunicator, HierarchicalError, HierarchicalOptions, LayoutBuffer, ProcessCall,
+    StagingDevice,
 };
 pub use inter_process::InterProcess;

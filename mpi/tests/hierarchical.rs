@@ -17,8 +17,8 @@ use half::{bf16, f16};
 use ruccl_core::{Algorithm, Collective, CollectiveOptions, DeviceId, ElementType};
 use ruccl_core::{LinkModel, NativeCollectiveDevice, ReduceOperation, TensorInfo};
 use ruccl_mpi::{
-    HierarchicalCommunicator, HierarchicalError, HostBuffer, MpiInterProcess, MpiRuntime,
-    ProcessCall, StagingDevice, Waiting,
+    HierarchicalCommunicator, HierarchicalError, HierarchicalOptions, HostBuffer, MpiInterProcess,
+    MpiRuntime, ProcessCall, StagingDevice, Waiting,
 };
 use ruccl_sim::fault::{GenerationCalls, Outcome as Predicted, every_site};
 use ruccl_sim::{FaultPlan, FaultyDevice, FaultyTensor, SimDevice, SimTensor};
@@ -62,13 +62,35 @@ impl Env {
         inter: &Inter,
         uniform: bool,
     ) -> Result<Hierarchical<D>, String> {
+        self.communicator_with(device, inter, uniform, HierarchicalOptions::default())
+    }
+
+    /// A communicator whose reductions all take the shard route (threshold 0).
+    fn on_shards<D: StagingDevice<HostBuffer>>(
+        &self,
+        device: D,
+        inter: &Inter,
+        uniform: bool,
+    ) -> Result<Hierarchical<D>, String> {
+        let options = HierarchicalOptions::default().with_shards_from(0);
+        self.communicator_with(device, inter, uniform, options)
+    }
+
+    fn communicator_with<D: StagingDevice<HostBuffer>>(
+        &self,
+        device: D,
+        inter: &Inter,
+        uniform: bool,
+        options: HierarchicalOptions,
+    ) -> Result<Hierarchical<D>, String> {
         let local = self.counts(uniform)[self.process];
         // A blocking engine refuses deadlines.
         let deadline = match inter.waiting() {
             Waiting::Deadlines => Some(Instant::now() + GENEROUS),
             Waiting::Blocking => None,
         };
-        HierarchicalCommunicator::new(devices(local), device, Arc::clone(inter), deadline)
+        let inter = Arc::clone(inter);
+        HierarchicalCommunicator::with_options(devices(local), device, inter, options, deadline)
             .map_err(|error| error.to_string())
     }
 
@@ -93,6 +115,11 @@ const SCENARIOS: &[Scenario] = &[
         name: "all_reduce_matches_the_reference_for_every_type_and_operation",
         min_processes: 1,
         run: all_reduce_matches_the_reference_for_every_type_and_operation,
+    },
+    Scenario {
+        name: "large_reductions_take_the_shard_route",
+        min_processes: 1,
+        run: large_reductions_take_the_shard_route,
     },
     Scenario {
         name: "reduce_scatter_gives_each_global_rank_its_block",
@@ -138,6 +165,11 @@ const SCENARIOS: &[Scenario] = &[
         name: "arguments_the_job_cannot_honour_are_one_shared_failure",
         min_processes: 1,
         run: arguments_the_job_cannot_honour_are_one_shared_failure,
+    },
+    Scenario {
+        name: "different_options_across_processes_fail_the_creation_everywhere",
+        min_processes: 2,
+        run: different_options_across_processes_fail_the_creation_everywhere,
     },
     Scenario {
         name: "an_abort_on_one_process_fails_every_rank_of_every_process",
@@ -467,16 +499,22 @@ fn check_sim(
 // ---- results against a reference -----------------------------------------------------------
 
 fn all_reduce_matches_the_reference_for_every_type_and_operation(env: &Env) -> Outcome {
-    for uniform in [false, true] {
-        let communicator = env.communicator(SimDevice::new(), &env.inter, uniform)?;
+    // Both routes: small reductions take the whole route by default; with threshold 0 every
+    // length the local rank count divides takes the shard route (glued between processes on
+    // the uneven layout, one engine call per shard on the uniform one).
+    for (uniform, shards) in [(false, false), (false, true), (true, true)] {
+        let communicator = if shards {
+            env.on_shards(SimDevice::new(), &env.inter, uniform)?
+        } else {
+            env.communicator(SimDevice::new(), &env.inter, uniform)?
+        };
         let world = communicator.world_size();
         for element in ElementType::ALL {
             for operation in ReduceOperation::ALL {
-                // Lengths every local rank count divides (shards), and 1, 3, 1001 that two
-                // ranks do not (a local all-reduce); 64 bytes ride in MPI's status packet.
-                // 16384 elements: shards of at least 16 KiB, one engine call per shard.
+                // Small lengths take the whole route (a local all-reduce), 1, 3 and 1001 also
+                // because two ranks do not divide them; 64 bytes ride in MPI's status packet.
                 let lengths: &[usize] = if uniform {
-                    &[1, 12, 1000, 16384]
+                    &[1, 12, 1000]
                 } else {
                     &[0, 1, 3, 64 / element.size(), 1000, 1001]
                 };
@@ -495,9 +533,33 @@ fn all_reduce_matches_the_reference_for_every_type_and_operation(env: &Env) -> O
     Ok(())
 }
 
-fn reduce_scatter_gives_each_global_rank_its_block(env: &Env) -> Outcome {
+fn large_reductions_take_the_shard_route(env: &Env) -> Outcome {
+    // From the default threshold (512 KiB) a reduction takes the shard route by itself.
+    let len = 1 << 17;
     for uniform in [false, true] {
         let communicator = env.communicator(SimDevice::new(), &env.inter, uniform)?;
+        let world = communicator.world_size();
+        let expected = reference(world, len, ElementType::F32, ReduceOperation::Sum);
+        let collective = Collective::AllReduce(ReduceOperation::Sum);
+        check_sim(
+            &communicator,
+            collective,
+            len,
+            ElementType::F32,
+            None,
+            |_| expected.clone(),
+        )?;
+    }
+    Ok(())
+}
+
+fn reduce_scatter_gives_each_global_rank_its_block(env: &Env) -> Outcome {
+    for (uniform, shards) in [(false, false), (false, true), (true, true)] {
+        let communicator = if shards {
+            env.on_shards(SimDevice::new(), &env.inter, uniform)?
+        } else {
+            env.communicator(SimDevice::new(), &env.inter, uniform)?
+        };
         let world = communicator.world_size();
         for element in [ElementType::F32, ElementType::BF16, ElementType::I64] {
             for operation in ReduceOperation::ALL {
@@ -704,7 +766,8 @@ fn faulty_round(
 /// Every fault site of every local generation on `failing`'s ranks, one communicator each.
 fn every_fault_site_on(env: &Env, failing: usize, inter: &Inter) -> Outcome {
     let counts = env.counts(false);
-    let len = 12; // divisible by every local rank count here: the shard route
+    // Divisible by every local rank count here; threshold 0: the shard route, two local phases.
+    let len = 12;
     let world: usize = counts.iter().sum();
     let sum = reference(world, len, ElementType::I64, ReduceOperation::Sum);
     let ranks = counts[failing];
@@ -734,7 +797,7 @@ fn every_fault_site_on(env: &Env, failing: usize, inter: &Inter) -> Outcome {
                 FaultPlan::none()
             };
             let device = FaultyDevice::new(SimDevice::new(), devices(local), mine);
-            let communicator = env.communicator(device, inter, false)?;
+            let communicator = env.on_shards(device, inter, false)?;
             let expected = predicted_text(&plan, failing, ranks, generation, len);
             let got = faulty_round(&communicator, len);
             for (rank, got) in got.iter().enumerate() {
@@ -777,7 +840,7 @@ fn a_fault_reaches_every_rank_through_a_blocking_engine(env: &Env) -> Outcome {
     // The all-gather phase's failures reach the others through the closing agreement alone.
     let failing = env.processes - 1;
     let ranks = env.counts(false)[failing];
-    let len = 12;
+    let len = 12; // on shards: an all-gather follows the exchange
     for spec in every_site(ranks, 0, 1).into_iter().take(4) {
         let plan = FaultPlan::new(vec![spec]);
         let local = env.counts(false)[env.process];
@@ -787,7 +850,7 @@ fn a_fault_reaches_every_rank_through_a_blocking_engine(env: &Env) -> Outcome {
             FaultPlan::none()
         };
         let device = FaultyDevice::new(SimDevice::new(), devices(local), mine);
-        let communicator = env.communicator(device, &env.blocking, false)?;
+        let communicator = env.on_shards(device, &env.blocking, false)?;
         let options = CollectiveOptions::default();
         let expected = predicted_text(&plan, failing, ranks, 1, len);
         let got = on_every_rank(communicator.local_ranks(), |rank| {
@@ -977,6 +1040,22 @@ fn arguments_the_job_cannot_honour_are_one_shared_failure(env: &Env) -> Outcome 
         the_next_generation_works(&communicator, &format!("{collective} of {len}"))?;
     }
     Ok(())
+}
+
+fn different_options_across_processes_fail_the_creation_everywhere(env: &Env) -> Outcome {
+    // Process 0 would take the shard route where the others take the whole route.
+    let options = if env.process == 0 {
+        HierarchicalOptions::default().with_shards_from(0)
+    } else {
+        HierarchicalOptions::default()
+    };
+    match env.communicator_with(SimDevice::new(), &env.inter, false, options) {
+        Err(error) if error.contains("different shard thresholds") => Ok(()),
+        Err(error) => Err(format!(
+            "got `{error}`, expected different shard thresholds"
+        )),
+        Ok(_) => Err("a communicator of mixed options was created".to_owned()),
+    }
 }
 
 fn an_abort_on_one_process_fails_every_rank_of_every_process(env: &Env) -> Outcome {

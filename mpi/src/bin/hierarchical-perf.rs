@@ -33,7 +33,9 @@ use mpi::collective::SystemOperation;
 use mpi::topology::{Color, SimpleCommunicator};
 use mpi::traits::{Communicator, CommunicatorCollectives};
 use ruccl_core::{Collective, CollectiveOptions, DeviceId, NativeCommunicator, ReduceOperation};
-use ruccl_mpi::{HierarchicalCommunicator, MpiInterProcess, MpiRuntime, Waiting, lock_mpi};
+use ruccl_mpi::{
+    HierarchicalCommunicator, HierarchicalOptions, MpiInterProcess, MpiRuntime, Waiting, lock_mpi,
+};
 use ruccl_sim::{HostValues, SimDevice, SimTensor};
 use std::process::ExitCode;
 use std::sync::mpsc::{Receiver, Sender, channel};
@@ -113,12 +115,15 @@ struct Options {
     check: bool,
     local: usize,
     threads: usize,
+    /// The hierarchical communicator's shard threshold (`None`: its default).
+    shards_from: Option<usize>,
     engines: Vec<Engine>,
 }
 
-const USAGE: &str = "usage: mpirun -np N hierarchical-perf [-l LOCAL] [-b MINBYTES] [-e MAXBYTES] [-f FACTOR] [-n ITERS] [-w WARMUP] [-c 0|1] [-t THREADS] [-E mpi,hier,hier-dl,local,mpi-h]
+const USAGE: &str = "usage: mpirun -np N hierarchical-perf [-l LOCAL] [-b MINBYTES] [-e MAXBYTES] [-f FACTOR] [-n ITERS] [-w WARMUP] [-c 0|1] [-t THREADS] [-S BYTES] [-E mpi,hier,hier-dl,local,mpi-h]
   N/LOCAL processes drive LOCAL ranks each (N must be a multiple of LOCAL);
   sizes take K, M, G suffixes (powers of 1024); -t: threads of one simulated-device call;
+  -S: the size from which all-reduces take the shard route (default: the communicator's, 512K);
   defaults: -l 2 -b 4 -e 64M -f 2 -n 20 -w 5 -c 1 -t 1 -E mpi,hier";
 
 fn parse_size(text: &str) -> Option<usize> {
@@ -141,6 +146,7 @@ fn parse(arguments: &[String]) -> Result<Options, String> {
         check: true,
         local: 2,
         threads: 1,
+        shards_from: None,
         engines: vec![Engine::Mpi, Engine::Hierarchical],
     };
     let mut rest = arguments.iter();
@@ -160,6 +166,7 @@ fn parse(arguments: &[String]) -> Result<Options, String> {
             "-w" => options.warmup = size()?,
             "-l" => options.local = size()?,
             "-t" => options.threads = size()?,
+            "-S" => options.shards_from = Some(size()?),
             "-c" => options.check = value != "0",
             "-E" => {
                 options.engines = value
@@ -590,12 +597,23 @@ fn setup(runtime: MpiRuntime, options: &Options) -> Result<Bench, String> {
         .record_traffic(false)
         .build();
     let devices: Vec<DeviceId> = (0..options.local as u32).map(DeviceId::new).collect();
+    let mut hierarchical_options = HierarchicalOptions::default();
+    if let Some(bytes) = options.shards_from {
+        hierarchical_options = hierarchical_options.with_shards_from(bytes);
+    }
     let hierarchical = |inter: Option<MpiInterProcess>, deadline| {
         inter
             .map(|inter| {
-                HierarchicalCommunicator::new(devices.clone(), device.clone(), inter, deadline)
-                    .map(Arc::new)
-                    .map_err(|error| error.to_string())
+                let (devices, device) = (devices.clone(), device.clone());
+                HierarchicalCommunicator::with_options(
+                    devices,
+                    device,
+                    inter,
+                    hierarchical_options,
+                    deadline,
+                )
+                .map(Arc::new)
+                .map_err(|error| error.to_string())
             })
             .transpose()
     };

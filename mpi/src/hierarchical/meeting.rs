@@ -1,11 +1,12 @@
-//! [`Meeting`]: where a process's local ranks hand their parts to the one thread that calls the
-//! inter-process engine, and take back what it got.
+//! [`Meeting`]: where a process's local ranks hand their parts to one thread that calls the
+//! inter-process engine, and take back what it got — used when a local phase failed before the
+//! hook in the device's `finish` could make the step (`hook.rs`).
 //!
-//! One meeting per inter-process step (the exchange, the closing agreement). Every local rank of
-//! a generation deposits; the **last to arrive** runs the step on every deposit, with the lock
-//! released, and publishes one outcome per rank; each rank takes its own, and the last to take
-//! reopens the meeting for the next generation. So the thread that calls MPI changes from
-//! generation to generation (MPI at `MPI_THREAD_SERIALIZED`, see the crate docs).
+//! One meeting per step (the exchange, the closing agreement). Every local rank of a generation
+//! deposits; the **last to arrive** runs the step on every deposit, with the lock released, and
+//! publishes one outcome per rank; each rank takes its own, and the last to take reopens the
+//! meeting for the next generation. So the thread that calls MPI changes from generation to
+//! generation (MPI at `MPI_THREAD_SERIALIZED`, see the crate docs).
 //!
 //! A rank deposits into generation `g + 1` of a meeting only after every rank took its outcome
 //! of `g`: every hierarchical generation starts with a local collective of all ranks, which none
@@ -18,7 +19,7 @@
 //! and the communicator is poisoned. Once the last rank arrived, waiters wait for its outcome
 //! whatever their deadlines: the runner's own wait for other processes is bounded by the
 //! earliest deadline of the generation, so the outcome comes, and the local ranks of a process
-//! never split on a deadline.
+//! never split on a deadline here.
 //!
 //! Waiting polls a counter first (the core's spin budget: spin, then yield the core), then
 //! parks on a condition variable.

@@ -102,6 +102,36 @@ where
     ranks: Vec<RankSlot>,
     /// Set once by [`abort`](Self::abort): every later generation fails with it.
     aborted: OnceLock<String>,
+    /// [`HierarchicalOptions::shards_from`], the same on every process.
+    shards_from: usize,
+}
+
+/// How a [`HierarchicalCommunicator`] is made; every process must pass the same options (checked
+/// at creation).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct HierarchicalOptions {
+    /// The message size (bytes) from which an all-reduce or reduce-scatter takes the shard route
+    /// — a local reduce-scatter, the shards between processes, a local all-gather — rather than
+    /// the whole route — a local all-reduce, one engine call, copies —, which costs one local
+    /// hand-off less. Default: 512 KiB (measured, `mpi/PERF.md`).
+    pub shards_from: usize,
+}
+
+impl Default for HierarchicalOptions {
+    fn default() -> Self {
+        HierarchicalOptions {
+            shards_from: step::SHARDS_FROM_BYTES,
+        }
+    }
+}
+
+impl HierarchicalOptions {
+    /// These options with the shard threshold `bytes`.
+    pub fn with_shards_from(mut self, bytes: usize) -> Self {
+        self.shards_from = bytes;
+        self
+    }
 }
 
 /// A local rank's bookkeeping.
@@ -129,32 +159,57 @@ where
     I::Buffer: LayoutBuffer,
 {
     /// A communicator over this process's local ranks on `devices` (local rank `r` on
-    /// `devices[r]`, driven through `device`) and every other process of `inter`'s job. Every
-    /// process must call this, in the same order as its other collective calls on `inter`: the
-    /// processes exchange their local rank counts (any number per process, at least one), waiting
-    /// until `deadline`. A process whose devices are invalid fails here, and so does every other,
-    /// with its reason.
+    /// `devices[r]`, driven through `device`) and every other process of `inter`'s job, with the
+    /// default [`HierarchicalOptions`]. Every process must call this, in the same order as its
+    /// other collective calls on `inter`: the processes exchange their local rank counts (any
+    /// number per process, at least one), waiting until `deadline`. A process whose devices are
+    /// invalid fails here, and so does every other, with its reason.
     pub fn new(
         devices: Vec<DeviceId>,
         device: D,
         inter: I,
         deadline: Option<Instant>,
     ) -> Result<Self, HierarchicalError> {
+        Self::with_options(
+            devices,
+            device,
+            inter,
+            HierarchicalOptions::default(),
+            deadline,
+        )
+    }
+
+    /// Like [`new`](Self::new), with `options` (the same on every process, else every process
+    /// fails with [`HierarchicalError::Setup`]).
+    pub fn with_options(
+        devices: Vec<DeviceId>,
+        device: D,
+        inter: I,
+        options: HierarchicalOptions,
+        deadline: Option<Instant>,
+    ) -> Result<Self, HierarchicalError> {
         let valid = NativeCommunicator::new(devices.clone(), device.clone()).map(|_| ());
-        let count = match &valid {
-            Ok(()) => Ok(I::Buffer::from_words(vec![devices.len() as i64])),
+        let threshold = i64::try_from(options.shards_from).unwrap_or(i64::MAX);
+        let mine = match &valid {
+            Ok(()) => Ok(I::Buffer::from_words(vec![devices.len() as i64, threshold])),
             Err(error) => Err(LocalFailure::new(error)),
         };
-        let counts = inter
-            .collective(Collective::AllGather, count, SETUP_TAG, deadline)
+        let words = inter
+            .collective(Collective::AllGather, mine, SETUP_TAG, deadline)
             .map_err(|error| HierarchicalError::Setup {
                 reason: error.to_string(),
             })?;
         valid.map_err(|error| HierarchicalError::setup(&error))?;
-        let counts: Option<Vec<usize>> = counts
-            .into_words()
-            .map(|words| words.into_iter().map(|w| usize::try_from(w).ok()).collect())
-            .unwrap_or(None);
+        let words = words.into_words().unwrap_or_default();
+        if words.chunks(2).any(|pair| pair.get(1) != Some(&threshold)) {
+            return Err(HierarchicalError::Setup {
+                reason: "the processes asked for different shard thresholds".to_owned(),
+            });
+        }
+        let counts: Option<Vec<usize>> = words
+            .chunks(2)
+            .map(|pair| usize::try_from(pair[0]).ok())
+            .collect();
         let layout = counts
             .and_then(|counts| Layout::new(inter.process(), counts))
             .ok_or_else(|| HierarchicalError::Setup {
@@ -178,6 +233,7 @@ where
                 })
                 .collect(),
             aborted: OnceLock::new(),
+            shards_from: options.shards_from,
         })
     }
 
@@ -327,7 +383,11 @@ where
                 .get()
                 .map(|reason| format!("the communicator was aborted: {reason}"))
         });
-        let request = Request { collective, info };
+        let request = Request {
+            collective,
+            info,
+            shards_from: self.shards_from,
+        };
         let local_options = CollectiveOptions::default().with_algorithm(options.algorithm);
         let pending = Pending {
             generation,

@@ -18,29 +18,35 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::{Mutex, OnceLock, PoisonError};
 use std::time::Instant;
 
-/// The shard size from which an all-reduce on a uniform layout makes one engine call per shard
-/// (no gluing, no cutting: two copies of the message saved) rather than one call on the glued
-/// shards (one status agreement instead of `L`). Every process decides alike: it depends on the
-/// agreed length and type and on the layout alone.
-const SHARD_CALLS_FROM_BYTES: usize = 16 << 10;
+/// The default message size from which a reduction takes the shard route (a local
+/// reduce-scatter, the shards between processes, a local all-gather): below it, the whole route
+/// (a local all-reduce, one engine call, copies) costs one local hand-off less, which wins; above
+/// it the shard route moves less memory. Measured on the 2-vCPU VM (`mpi/PERF.md`): the whole
+/// route is faster up to 256 KiB, the shard route from 1 MiB.
+pub(super) const SHARDS_FROM_BYTES: usize = 512 << 10;
 
 /// What a local rank asked for: the global collective and its input's shape.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) struct Request {
     pub(super) collective: Collective,
     pub(super) info: TensorInfo,
+    /// The communicator's shard threshold (agreed by every process at creation).
+    pub(super) shards_from: usize,
 }
 
 /// How a collective of `len` elements runs on `L` local ranks; the same on every local rank
-/// that asked for the same thing.
+/// that asked for the same thing. Every process decides alike for what crosses between
+/// processes: the engine calls depend on the agreed length and type, the layout and the agreed
+/// threshold, never on the route (a process's local rank count may differ).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Route {
-    /// Reducing, `len` divisible by `L`: a local reduce-scatter leaves each rank a shard, every
-    /// shard goes to the engine (all-reduce: then a local all-gather).
+    /// Reducing, at least the shard threshold, `len` divisible by `L`: a local reduce-scatter
+    /// leaves each rank a shard, every shard goes to the engine (all-reduce: then a local
+    /// all-gather).
     Shards,
     /// Everything else: the local collective leaves every rank the same vector (a local
-    /// all-reduce where a reduce-scatter would need padding, an all-gather, a broadcast), and
-    /// local rank 0's goes to the engine.
+    /// all-reduce for a smaller reduction or where a reduce-scatter would need padding, an
+    /// all-gather, a broadcast), and local rank 0's goes to the engine.
     Whole,
 }
 
@@ -48,7 +54,9 @@ impl Request {
     pub(super) fn route(&self, local: usize) -> Route {
         match self.collective {
             Collective::AllReduce(_) | Collective::ReduceScatter(_)
-                if self.info.len % local == 0 =>
+                if self.info.len % local == 0
+                    && self.info.len.saturating_mul(self.info.element.size())
+                        >= self.shards_from =>
             {
                 Route::Shards
             }
@@ -316,10 +324,7 @@ where
             |collective, buffer| self.inter.collective(collective, Ok(buffer), tag, deadline);
         let route = request.route(local);
         match (request.collective, route) {
-            (Collective::AllReduce(operation), Route::Shards)
-                if layout.uniform()
-                    && len / local * request.info.element.size() >= SHARD_CALLS_FROM_BYTES =>
-            {
+            (Collective::AllReduce(operation), Route::Shards) if layout.uniform() => {
                 // Shard r of every process covers the same elements: one engine call per shard,
                 // no copy.
                 let mut shards = Vec::with_capacity(local);

@@ -112,18 +112,28 @@ fn every_collective_matches_the_core_on_one_process() {
             Collective::Broadcast { root: 2 },
         ]);
     let collectives: Vec<Collective> = collectives.collect();
-    for ranks in 1..=3 {
+    // Both routes of the reductions: every reduction on shards, and none.
+    for (ranks, shards_from) in [1, 2, 3]
+        .into_iter()
+        .flat_map(|r| [(r, 0), (r, usize::MAX)])
+    {
         let device = SimDevice::new();
-        let ours =
-            HierarchicalCommunicator::new(devices(ranks), device.clone(), Alone, None).unwrap();
+        let options = HierarchicalOptions::default().with_shards_from(shards_from);
+        let ours = HierarchicalCommunicator::with_options(
+            devices(ranks),
+            device.clone(),
+            Alone,
+            options,
+            None,
+        )
+        .unwrap();
         let core = NativeCommunicator::new(devices(ranks), device.clone()).unwrap();
         for collective in &collectives {
             if matches!(collective, Collective::Broadcast { root } if *root >= ranks) {
                 continue;
             }
             // Lengths the local rank count divides (shards) and does not (a local all-reduce).
-            // 6144 i64: shards of at least 16 KiB (one engine call per shard).
-            for len in [0, 1, 5, 6, 7, 1000, 6144] {
+            for len in [0, 1, 5, 6, 7, 1000] {
                 let len = match collective {
                     Collective::ReduceScatter(_) => len * ranks,
                     _ => len,
@@ -157,74 +167,122 @@ fn every_collective_matches_the_core_on_one_process() {
 fn every_fault_site_reaches_every_rank_as_one_text_and_the_next_generation_works() {
     let ranks = 2;
     let len = 6;
-    let model: LinkModel = SimDevice::new().link_model();
-    // Local generation 0 is the reduce-scatter of phase 1, 1 the all-gather of phase 2.
-    let phases = [
-        (0, Collective::ReduceScatter(ReduceOperation::Sum), len),
-        (1, Collective::AllGather, len / ranks),
+    // The shard route (threshold 0), whose local generation 0 is the reduce-scatter of phase 1
+    // and 1 the all-gather of phase 2; the whole route (no threshold): one local all-reduce.
+    let routes = [
+        (
+            0,
+            vec![
+                (0, Collective::ReduceScatter(ReduceOperation::Sum), len),
+                (1, Collective::AllGather, len / ranks),
+            ],
+        ),
+        (
+            usize::MAX,
+            vec![(0, Collective::AllReduce(ReduceOperation::Sum), len)],
+        ),
     ];
-    for (generation, collective, phase_len) in phases {
-        let requests = vec![(collective, Algorithm::Auto); ranks];
-        let inputs = vec![
-            TensorInfo {
-                len: phase_len,
-                element: ElementType::I64,
-            };
-            ranks
-        ];
-        let calls = GenerationCalls::new(generation, &requests, &inputs, model);
-        let steps = calls.plan().unwrap().steps().len();
-        for spec in every_site(ranks, steps, generation) {
-            let plan = FaultPlan::new(vec![spec]);
-            let device = FaultyDevice::new(SimDevice::new(), devices(ranks), plan.clone());
-            let ours =
-                HierarchicalCommunicator::new(devices(ranks), device.clone(), Alone, None).unwrap();
-            let run = |rank: usize, generation: u64| {
-                let values = HostValues::I64(input(rank, len, ReduceOperation::Sum));
-                let tensor = FaultyTensor::new(SimTensor::new(devices(ranks)[rank], values));
-                match ours.all_reduce(rank, tensor, ReduceOperation::Sum) {
-                    Ok(mut output) => {
-                        let armed = output.is_armed();
-                        output.disarm();
-                        let sum = output.get().map(values_of).unwrap_or_default();
-                        Ok((sum, armed, generation))
-                    }
-                    Err(error) => Err(error.to_string()),
-                }
-            };
-            let got = on_every_rank(ranks, |rank| run(rank, 0));
-            let sum: Vec<i64> = (0..len)
-                .map(|index| {
-                    (0..ranks)
-                        .map(|rank| input(rank, len, ReduceOperation::Sum)[index])
-                        .sum()
-                })
-                .collect();
-            let expected: Vec<Received> = match plan.predict(&calls) {
-                Predicted::Failed(error) => (0..ranks)
-                    .map(|_| Err(format!("process 0 failed: {error}")))
-                    .collect(),
-                // An armed reduce-scatter output panics as it is staged out: a failure of
-                // that rank, shared.
-                Predicted::Delivered { armed } if generation == 0 && armed.contains(&true) => {
-                    let rank = armed.iter().position(|armed| *armed).unwrap_or(0);
-                    let text = format!(
-                        "process 0 failed: rank {rank}: staging its local result out panicked: \
-                         injected panic in drop of an output on rank {rank} in generation 0"
-                    );
-                    (0..ranks).map(|_| Err(text.clone())).collect()
-                }
-                // An armed all-gather output is the caller's: delivered, armed.
-                Predicted::Delivered { armed } => (0..ranks)
-                    .map(|rank| Ok((sum.clone(), armed[rank], 0)))
-                    .collect(),
-            };
-            assert_eq!(got, expected, "`{plan}`");
-            let next = on_every_rank(ranks, |rank| run(rank, 1));
-            let clean: Vec<_> = (0..ranks).map(|_| Ok((sum.clone(), false, 1))).collect();
-            assert_eq!(next, clean, "the generation after `{plan}`");
+    let model: LinkModel = SimDevice::new().link_model();
+    for (shards_from, phases) in routes {
+        for (generation, collective, phase_len) in phases {
+            let requests = vec![(collective, Algorithm::Auto); ranks];
+            let inputs = vec![
+                TensorInfo {
+                    len: phase_len,
+                    element: ElementType::I64,
+                };
+                ranks
+            ];
+            let calls = GenerationCalls::new(generation, &requests, &inputs, model);
+            let steps = calls.plan().unwrap().steps().len();
+            for spec in every_site(ranks, steps, generation) {
+                let plan = FaultPlan::new(vec![spec]);
+                let expected = predicted(&plan, &calls, collective, len, ranks);
+                check_fault(&plan, len, ranks, shards_from, expected);
+            }
         }
     }
+}
+
+/// What every rank of a sum all-reduce of `len` receives when `plan` strikes the local
+/// generation `calls` describes, whose collective is `collective`.
+fn predicted(
+    plan: &FaultPlan,
+    calls: &GenerationCalls<'_>,
+    collective: Collective,
+    len: usize,
+    ranks: usize,
+) -> Vec<Received> {
+    let sum = sum_of(len, ranks);
+    match plan.predict(calls) {
+        Predicted::Failed(error) => (0..ranks)
+            .map(|_| Err(format!("process 0 failed: {error}")))
+            .collect(),
+        // An armed output of phase 1 panics when the step takes it: staged out where the step
+        // needs it (every shard, rank 0's whole result), dropped elsewhere. The lowest such
+        // rank's failure, shared.
+        Predicted::Delivered { armed }
+            if collective != Collective::AllGather && armed.contains(&true) =>
+        {
+            let rank = armed.iter().position(|armed| *armed).unwrap_or(0);
+            let what = if rank == 0 || matches!(collective, Collective::ReduceScatter(_)) {
+                "staging its local result out"
+            } else {
+                "dropping its local result"
+            };
+            let text = format!(
+                "process 0 failed: rank {rank}: {what} panicked: injected panic in drop of an \
+                 output on rank {rank} in generation 0"
+            );
+            (0..ranks).map(|_| Err(text.clone())).collect()
+        }
+        // An armed all-gather output is the caller's: delivered, armed.
+        Predicted::Delivered { armed } => (0..ranks)
+            .map(|rank| Ok((sum.clone(), armed[rank], 0)))
+            .collect(),
+    }
+}
+
+/// Runs a sum all-reduce of `len` under `plan` (then a clean one) and compares.
+fn check_fault(
+    plan: &FaultPlan,
+    len: usize,
+    ranks: usize,
+    shards_from: usize,
+    expected: Vec<Received>,
+) {
+    let device = FaultyDevice::new(SimDevice::new(), devices(ranks), plan.clone());
+    let options = HierarchicalOptions::default().with_shards_from(shards_from);
+    let ours = HierarchicalCommunicator::with_options(devices(ranks), device, Alone, options, None)
+        .unwrap();
+    let run = |rank: usize, generation: u64| {
+        let values = HostValues::I64(input(rank, len, ReduceOperation::Sum));
+        let tensor = FaultyTensor::new(SimTensor::new(devices(ranks)[rank], values));
+        match ours.all_reduce(rank, tensor, ReduceOperation::Sum) {
+            Ok(mut output) => {
+                let armed = output.is_armed();
+                output.disarm();
+                let sum = output.get().map(values_of).unwrap_or_default();
+                Ok((sum, armed, generation))
+            }
+            Err(error) => Err(error.to_string()),
+        }
+    };
+    let got = on_every_rank(ranks, |rank| run(rank, 0));
+    assert_eq!(got, expected, "`{plan}` on {len}");
+    let next = on_every_rank(ranks, |rank| run(rank, 1));
+    let sum = sum_of(len, ranks);
+    let clean: Vec<_> = (0..ranks).map(|_| Ok((sum.clone(), false, 1))).collect();
+    assert_eq!(next, clean, "the generation after `{plan}` on {len}");
+}
+
+fn sum_of(len: usize, ranks: usize) -> Vec<i64> {
+    let inputs: Vec<Vec<i64>> = (0..ranks)
+        .map(|rank| input(rank, len, ReduceOperation::Sum))
+        .collect();
+    (0..len)
+        .map(|index| inputs.iter().map(|input| input[index]).sum())
+        .collect()
 }
 
 /// What a rank of the fault test received: the output's values, whether it was armed, and the
@@ -258,7 +316,7 @@ fn a_local_rank_that_never_calls_times_out_every_rank_and_poisons() {
 
 #[test]
 fn a_step_slower_than_the_deadline_times_out_every_rank_of_the_process() {
-    // Staging rank 1's part out takes longer than the deadline: the step, run inside the local
+    // Staging a part out takes longer than the deadline: the step, run inside the local
     // collective, outlasts every rank's wait.
     #[derive(Clone)]
     struct Slow(SimDevice);
@@ -297,9 +355,7 @@ fn a_step_slower_than_the_deadline_times_out_every_rank_of_the_process() {
             self.0.tensor_info(tensor)
         }
         fn stage_out(&self, tensor: SimTensor) -> Result<HostBuffer, Self::Error> {
-            if tensor.device() == devices(2)[1] {
-                std::thread::sleep(Duration::from_millis(200));
-            }
+            std::thread::sleep(Duration::from_millis(200));
             self.0.stage_out(tensor)
         }
         fn stage_in(&self, device: DeviceId, buffer: HostBuffer) -> Result<SimTensor, Self::Error> {
