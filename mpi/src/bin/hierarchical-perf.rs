@@ -32,7 +32,10 @@
 use mpi::collective::SystemOperation;
 use mpi::topology::{Color, SimpleCommunicator};
 use mpi::traits::{Communicator, CommunicatorCollectives};
-use ruccl_core::{Collective, CollectiveOptions, DeviceId, NativeCommunicator, ReduceOperation};
+use ruccl_core::{
+    Algorithm, Collective, CollectiveOptions, DeviceId, NativeCommunicator, ParseAlgorithmError,
+    ReduceOperation,
+};
 use ruccl_mpi::{
     HierarchicalCommunicator, HierarchicalOptions, MpiInterProcess, MpiRuntime, Waiting, lock_mpi,
 };
@@ -117,13 +120,16 @@ struct Options {
     threads: usize,
     /// The hierarchical communicator's shard threshold (`None`: its default).
     shards_from: Option<usize>,
+    /// The local phases' algorithm (`hier`, `hier-dl`, `local`).
+    algorithm: Algorithm,
     engines: Vec<Engine>,
 }
 
-const USAGE: &str = "usage: mpirun -np N hierarchical-perf [-l LOCAL] [-b MINBYTES] [-e MAXBYTES] [-f FACTOR] [-n ITERS] [-w WARMUP] [-c 0|1] [-t THREADS] [-S BYTES] [-E mpi,hier,hier-dl,local,mpi-h]
+const USAGE: &str = "usage: mpirun -np N hierarchical-perf [-l LOCAL] [-b MINBYTES] [-e MAXBYTES] [-f FACTOR] [-n ITERS] [-w WARMUP] [-c 0|1] [-t THREADS] [-S BYTES] [-A ALGORITHM] [-E mpi,hier,hier-dl,local,mpi-h]
   N/LOCAL processes drive LOCAL ranks each (N must be a multiple of LOCAL);
   sizes take K, M, G suffixes (powers of 1024); -t: threads of one simulated-device call;
   -S: the size from which all-reduces take the shard route (default: the communicator's, 512K);
+  -A: the local phases' algorithm (auto, ring, direct, halving-doubling; default auto);
   defaults: -l 2 -b 4 -e 64M -f 2 -n 20 -w 5 -c 1 -t 1 -E mpi,hier";
 
 fn parse_size(text: &str) -> Option<usize> {
@@ -147,6 +153,7 @@ fn parse(arguments: &[String]) -> Result<Options, String> {
         local: 2,
         threads: 1,
         shards_from: None,
+        algorithm: Algorithm::Auto,
         engines: vec![Engine::Mpi, Engine::Hierarchical],
     };
     let mut rest = arguments.iter();
@@ -167,6 +174,11 @@ fn parse(arguments: &[String]) -> Result<Options, String> {
             "-l" => options.local = size()?,
             "-t" => options.threads = size()?,
             "-S" => options.shards_from = Some(size()?),
+            "-A" => {
+                options.algorithm = value
+                    .parse()
+                    .map_err(|error: ParseAlgorithmError| error.to_string())?;
+            }
             "-c" => options.check = value != "0",
             "-E" => {
                 options.engines = value
@@ -337,7 +349,7 @@ impl Bench {
                     Engine::Hierarchical => self.hierarchical.clone()?,
                     _ => self.deadline.clone()?,
                 };
-                let mut call = CollectiveOptions::default();
+                let mut call = CollectiveOptions::default().with_algorithm(options.algorithm);
                 if engine == Engine::HierarchicalDeadline {
                     call = call.with_timeout(Duration::from_secs(120));
                 }
@@ -349,9 +361,10 @@ impl Bench {
             }
             Engine::Local => {
                 let communicator = Arc::clone(&self.local);
+                let call = CollectiveOptions::default().with_algorithm(options.algorithm);
                 Arc::new(move |rank, tensor| {
                     communicator
-                        .all_reduce(rank, tensor, ReduceOperation::Sum)
+                        .collective(rank, tensor, sum, call)
                         .map_err(|error| error.to_string())
                 })
             }
