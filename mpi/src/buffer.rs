@@ -3,6 +3,7 @@
 
 use half::{bf16, f16};
 use ruccl_core::ElementType;
+use ruccl_sim::HostValues;
 use std::ffi::c_void;
 
 /// Elements of one [`ElementType`] in host memory, owned.
@@ -204,6 +205,34 @@ impl From<Vec<i32>> for HostBuffer {
 impl From<Vec<i64>> for HostBuffer {
     fn from(values: Vec<i64>) -> Self {
         HostBuffer::I64(values)
+    }
+}
+
+/// The simulated device's host values are the same six vectors: moved, not copied.
+impl From<HostValues> for HostBuffer {
+    fn from(values: HostValues) -> Self {
+        match values {
+            HostValues::F32(values) => HostBuffer::F32(values),
+            HostValues::F64(values) => HostBuffer::F64(values),
+            HostValues::F16(values) => HostBuffer::F16(values),
+            HostValues::BF16(values) => HostBuffer::BF16(values),
+            HostValues::I32(values) => HostBuffer::I32(values),
+            HostValues::I64(values) => HostBuffer::I64(values),
+        }
+    }
+}
+
+/// The inverse of `From<HostValues>`: moved, not copied.
+impl From<HostBuffer> for HostValues {
+    fn from(buffer: HostBuffer) -> Self {
+        match buffer {
+            HostBuffer::F32(values) => HostValues::F32(values),
+            HostBuffer::F64(values) => HostValues::F64(values),
+            HostBuffer::F16(values) => HostValues::F16(values),
+            HostBuffer::BF16(values) => HostValues::BF16(values),
+            HostBuffer::I32(values) => HostValues::I32(values),
+            HostBuffer::I64(values) => HostValues::I64(values),
+        }
     }
 }
 

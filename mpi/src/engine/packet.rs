@@ -275,6 +275,7 @@ mod tests {
             element: Some(element),
             len,
             root: None,
+            tag: 0,
         }
     }
 
