@@ -80,8 +80,12 @@ pub(crate) fn encode(call: &CallDescription) -> [i64; FIELDS] {
 /// Bits of the kind, the operation and the element type in the packed word; the root above.
 const KIND_BITS: u32 = 2;
 const OPERATION_BITS: u32 = 3;
-const ELEMENT_BITS: u32 = 3;
+const ELEMENT_BITS: u32 = 4;
 const CODE_BITS: u32 = KIND_BITS + OPERATION_BITS + ELEMENT_BITS;
+// Every kind fits its field, and every operation and element type plus one (0 is "none").
+const _: () = assert!(CollectiveKind::ALL.len() <= 1 << KIND_BITS);
+const _: () = assert!(ReduceOperation::ALL.len() < 1 << OPERATION_BITS);
+const _: () = assert!(ElementType::ALL.len() < 1 << ELEMENT_BITS);
 /// Roots (plus one) above this share a code: no job has that many processes.
 const ROOT_LIMIT: i64 = (1 << (63 - CODE_BITS)) - 1;
 
@@ -206,12 +210,10 @@ mod tests {
     #[test]
     fn every_description_survives_encoding() {
         for kind in CollectiveKind::ALL {
-            for operation in [
-                None,
-                Some(ReduceOperation::Mean),
-                Some(ReduceOperation::Max),
-            ] {
-                for element in [None, Some(ElementType::F32), Some(ElementType::I64)] {
+            let operations = ReduceOperation::ALL.map(Some);
+            for operation in std::iter::once(None).chain(operations) {
+                let elements = ElementType::ALL.map(Some);
+                for element in std::iter::once(None).chain(elements) {
                     for root in [None, Some(0), Some(7)] {
                         for tag in [0, 1 << 62] {
                             let call = CallDescription {
@@ -325,9 +327,9 @@ mod tests {
 
     #[test]
     fn foreign_words_do_not_decode() {
-        // Operation code 7 and element code 7 name nothing.
-        assert_eq!(decode(&[0, 7 << 2, 0, 0]), None);
-        assert_eq!(decode(&[0, 7 << 5, 0, 0]), None);
+        // Operation code 7 and element code 15 name nothing.
+        assert_eq!(decode(&[0, 7 << KIND_BITS, 0, 0]), None);
+        assert_eq!(decode(&[0, 15 << (KIND_BITS + OPERATION_BITS), 0, 0]), None);
         assert_eq!(decode(&[-1, 0, 0, 0]), None);
         assert_eq!(decode(&[0, -1, 0, 0]), None);
         assert_eq!(decode(&[0, 0, 0, -1]), None);

@@ -51,6 +51,7 @@
 //! | `agreement`     | the status words and the verdict every process reads from them   |
 //! | `buffer`        | [`HostBuffer`]                                                    |
 //! | `error`         | [`InterProcessError`], [`LocalFailure`], [`CallDescription`]      |
+//! | [`report`]      | the perf binaries' sizes and nccl-tests-style tables              |
 
 mod agreement;
 mod buffer;
@@ -58,6 +59,7 @@ mod engine;
 mod error;
 mod hierarchical;
 mod inter_process;
+pub mod report;
 
 pub use buffer::HostBuffer;
 pub use engine::communicator::{MpiInterProcess, Waiting};

@@ -36,6 +36,7 @@ use ruccl_core::{
     Algorithm, Collective, CollectiveOptions, DeviceId, NativeCommunicator, ParseAlgorithmError,
     ReduceOperation,
 };
+use ruccl_mpi::report::{Row, library_version, parse_size, print_summary, print_table};
 use ruccl_mpi::{
     HierarchicalCommunicator, HierarchicalOptions, MpiInterProcess, MpiRuntime, Waiting, lock_mpi,
 };
@@ -131,16 +132,6 @@ const USAGE: &str = "usage: mpirun -np N hierarchical-perf [-l LOCAL] [-b MINBYT
   -S: the size from which all-reduces take the shard route (default: the communicator's, 512K);
   -A: the local phases' algorithm (auto, ring, direct, halving-doubling; default auto);
   defaults: -l 2 -b 4 -e 64M -f 2 -n 20 -w 5 -c 1 -t 1 -E mpi,hier";
-
-fn parse_size(text: &str) -> Option<usize> {
-    let (digits, scale) = match text.chars().last()?.to_ascii_uppercase() {
-        'K' => (&text[..text.len() - 1], 1 << 10),
-        'M' => (&text[..text.len() - 1], 1 << 20),
-        'G' => (&text[..text.len() - 1], 1 << 30),
-        _ => (text, 1),
-    };
-    digits.parse::<usize>().ok()?.checked_mul(scale)
-}
 
 fn parse(arguments: &[String]) -> Result<Options, String> {
     let mut options = Options {
@@ -313,14 +304,6 @@ struct Bench {
     local: Arc<NativeCommunicator<SimDevice>>,
     process: usize,
     processes: usize,
-}
-
-/// One engine's figures at one size.
-#[derive(Clone, Copy)]
-struct Row {
-    bytes: usize,
-    seconds: f64,
-    wrong: u64,
 }
 
 impl Bench {
@@ -684,88 +667,28 @@ fn run(bench: &Bench, options: &Options) -> ExitCode {
 }
 
 fn print_tables(options: &Options, processes: usize, tables: &[Vec<Row>]) {
-    let version = mpi::environment::library_version().unwrap_or_default();
-    let version = version
-        .lines()
-        .next()
-        .unwrap_or("")
-        .trim_matches(|c: char| c.is_whitespace() || c == char::from(0));
+    let version = library_version();
     let layout = format!(
         "{} processes x {} local ranks (hierarchical), {processes} processes (MPI)",
         processes / options.local,
         options.local
     );
     for (engine, rows) in options.engines.iter().zip(tables) {
-        let world = engine.world(options, processes) as f64;
-        let bus = 2.0 * (world - 1.0) / world;
-        println!("# hierarchical-perf: {} ({version})", engine.describe());
-        println!(
-            "# {layout}; nRanks {world} minBytes {} maxBytes {} step: {}(factor) warmup iters: {} iters: {} validation: {}",
-            options.min_bytes,
-            options.max_bytes,
-            options.factor,
-            options.warmup,
-            options.iterations,
-            u8::from(options.check)
-        );
-        println!("#");
-        println!(
-            "# {:>10} {:>12} {:>8} {:>6} {:>10} {:>8} {:>8} {:>7}",
-            "size", "count", "type", "redop", "time", "algbw", "busbw", "#wrong"
-        );
-        println!(
-            "# {:>10} {:>12} {:>8} {:>6} {:>10} {:>8} {:>8} {:>7}",
-            "(B)", "(elements)", "", "", "(us)", "(GB/s)", "(GB/s)", ""
-        );
-        let mut busbw_sum = 0.0;
-        for row in rows {
-            let algbw = row.bytes as f64 / row.seconds / 1e9;
-            busbw_sum += algbw * bus;
-            println!(
-                "  {:>10} {:>12} {:>8} {:>6} {:>10.2} {:>8.2} {:>8.2} {:>7}",
-                row.bytes,
-                row.bytes / 4,
-                "float",
-                "sum",
-                row.seconds * 1e6,
-                algbw,
-                algbw * bus,
-                row.wrong
-            );
-        }
-        let wrong: u64 = rows.iter().map(|row| row.wrong).sum();
-        println!(
-            "# Out of bounds values : {wrong} {}",
-            if wrong == 0 { "OK" } else { "FAILED" }
-        );
-        println!(
-            "# Avg bus bandwidth    : {:.6}",
-            busbw_sum / rows.len().max(1) as f64
-        );
-        println!("#");
+        let heading = [
+            format!("hierarchical-perf: {} ({version})", engine.describe()),
+            format!(
+                "{layout}; nRanks {} minBytes {} maxBytes {} step: {}(factor) warmup iters: {} iters: {} validation: {}",
+                engine.world(options, processes),
+                options.min_bytes,
+                options.max_bytes,
+                options.factor,
+                options.warmup,
+                options.iterations,
+                u8::from(options.check)
+            ),
+        ];
+        print_table(&heading, engine.world(options, processes), rows);
     }
-    if tables.len() > 1 {
-        print!(
-            "# summary: time (us), and ratio to {}\n# {:>10}",
-            options.engines[0].name(),
-            "size (B)"
-        );
-        for engine in &options.engines {
-            print!(" {:>10}", engine.name());
-        }
-        for engine in &options.engines[1..] {
-            print!(" {:>10}", format!("÷{}", engine.name()));
-        }
-        println!();
-        for (index, row) in tables[0].iter().enumerate() {
-            print!("  {:>10}", row.bytes);
-            for table in tables {
-                print!(" {:>10.2}", table[index].seconds * 1e6);
-            }
-            for table in &tables[1..] {
-                print!(" {:>10.2}", table[index].seconds / row.seconds);
-            }
-            println!();
-        }
-    }
+    let names: Vec<&str> = options.engines.iter().map(|engine| engine.name()).collect();
+    print_summary(&names, tables);
 }

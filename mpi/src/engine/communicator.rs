@@ -225,13 +225,12 @@ impl MpiInterProcess {
             ..resources.comm
         };
         let words = HostBuffer::I64(vec![mode, -mode]);
-        let (_, reduced) =
-            post::all_reduce(probe, words, HostBuffer::zeroed(ElementType::I64, 2), max)?
-                .wait(deadline)
-                .map_err(|stop| match stop {
-                    WaitError::Expired => InterProcessError::SetupTimedOut,
-                    WaitError::Failed(error) => error,
-                })?;
+        let (_, reduced) = post::all_reduce(probe, words, HostBuffer::I64(vec![0; 2]), max)?
+            .wait(deadline)
+            .map_err(|stop| match stop {
+                WaitError::Expired => InterProcessError::SetupTimedOut,
+                WaitError::Failed(error) => error,
+            })?;
         match reduced {
             HostBuffer::I64(words) if words.len() == 2 && words[0] == -words[1] => Ok(()),
             HostBuffer::I64(_) => Err(InterProcessError::WaitingMismatch {
@@ -445,7 +444,7 @@ impl MpiInterProcess {
                 .filter(|spare| {
                     spare.element_type() == input.element_type() && spare.len() == input.len()
                 })
-                .unwrap_or_else(|| HostBuffer::zeroed(input.element_type(), input.len()));
+                .unwrap_or_else(|| input.zeros_like(input.len()));
             let (input, output) =
                 post::all_reduce(resources.comm, input, output, reduction)?.wait(deadline)?;
             *spare = Some(input);
@@ -480,7 +479,7 @@ impl MpiInterProcess {
         });
         let mut output = self.collective(call, local, deadline, |resources, _, input| {
             let reduction = reduction(resources, input.element_type(), operation)?;
-            let output = HostBuffer::zeroed(input.element_type(), input.len() / processes);
+            let output = input.zeros_like(input.len() / processes);
             let (_, output) =
                 post::reduce_scatter(resources.comm, input, output, reduction)?.wait(deadline)?;
             Ok(output)
@@ -505,7 +504,7 @@ impl MpiInterProcess {
             within_count(kind, input.len().saturating_mul(processes)).map(|()| input)
         });
         self.collective(call, local, deadline, |resources, _, input| {
-            let output = HostBuffer::zeroed(input.element_type(), input.len() * processes);
+            let output = input.zeros_like(input.len() * processes);
             let (_, output) = post::all_gather(resources.comm, input, output)?.wait(deadline)?;
             Ok(output)
         })
@@ -646,7 +645,7 @@ fn gather_calls(
     let (_, gathered) = post::all_gather(
         resources.comm,
         HostBuffer::I64(agreement::encode(call).to_vec()),
-        HostBuffer::zeroed(ElementType::I64, agreement::FIELDS * processes),
+        HostBuffer::I64(vec![0; agreement::FIELDS * processes]),
     )?
     .wait(deadline)?;
     let HostBuffer::I64(words) = gathered else {

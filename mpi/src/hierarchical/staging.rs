@@ -7,7 +7,7 @@
 
 use crate::buffer::HostBuffer;
 use ruccl_core::{DeviceId, ElementType, NativeCollectiveDevice, TensorInfo};
-use ruccl_sim::{FaultyDevice, FaultyError, FaultyTensor, SimDevice, SimTensor};
+use ruccl_sim::{FaultyDevice, FaultyError, FaultyTensor, SimDevice, SimError, SimTensor};
 use std::ops::Range;
 
 /// A device whose tensors move into and out of an inter-process engine's buffers `B` (host
@@ -37,7 +37,8 @@ impl StagingDevice<HostBuffer> for SimDevice {
     }
 
     fn stage_out(&self, tensor: SimTensor) -> Result<HostBuffer, Self::Error> {
-        Ok(HostBuffer::from(tensor.into_values()))
+        HostBuffer::try_from(tensor.into_values())
+            .map_err(|values| SimError::UnsupportedType(values.element_type()))
     }
 
     fn stage_in(&self, device: DeviceId, buffer: HostBuffer) -> Result<SimTensor, Self::Error> {
@@ -128,6 +129,10 @@ macro_rules! each {
             HostBuffer::BF16($values) => $body,
             HostBuffer::I32($values) => $body,
             HostBuffer::I64($values) => $body,
+            HostBuffer::I8($values) => $body,
+            HostBuffer::U8($values) => $body,
+            HostBuffer::U32($values) => $body,
+            HostBuffer::U64($values) => $body,
         }
     };
 }
@@ -142,6 +147,10 @@ macro_rules! pair {
             (HostBuffer::BF16($a), HostBuffer::BF16($b)) => $body,
             (HostBuffer::I32($a), HostBuffer::I32($b)) => $body,
             (HostBuffer::I64($a), HostBuffer::I64($b)) => $body,
+            (HostBuffer::I8($a), HostBuffer::I8($b)) => $body,
+            (HostBuffer::U8($a), HostBuffer::U8($b)) => $body,
+            (HostBuffer::U32($a), HostBuffer::U32($b)) => $body,
+            (HostBuffer::U64($a), HostBuffer::U64($b)) => $body,
             _ => $other,
         }
     };
@@ -180,7 +189,7 @@ impl LayoutBuffer for HostBuffer {
     }
 
     fn rearranged(&self, len: usize, moves: &[(Range<usize>, usize)]) -> Self {
-        let mut target = HostBuffer::zeroed(HostBuffer::element_type(self), len);
+        let mut target = self.zeros_like(len);
         pair!(&mut target, self, (into, from) => {
             for (range, to) in moves {
                 let end = range.end.min(from.len());

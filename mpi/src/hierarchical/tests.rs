@@ -77,7 +77,7 @@ fn input(rank: usize, len: usize, operation: ReduceOperation) -> Vec<i64> {
 }
 
 fn values(tensor: &SimTensor) -> HostBuffer {
-    HostBuffer::from(tensor.values().clone())
+    HostBuffer::try_from(tensor.values().clone()).unwrap()
 }
 
 /// Runs `call` on every local rank, each on its own thread.
