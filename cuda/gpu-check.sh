@@ -30,9 +30,8 @@
 #   faults         the sim crate's fault decorator around the executor, every fault site, ring and
 #                  direct
 #   copy-bandwidth each GPU's own device-to-device copy bandwidth (the perf tables' baseline)
-#   perf           ruccl-perf --backend cuda: nccl-tests-style sweep, in place (float sum, 1 KiB
-#                  .. 256 MiB) ...
-#   perf-out-of-place ... and out of place (RUCCL_CUDA_IN_PLACE=0), the same sweep
+#   perf           ruccl-perf --backend cuda: nccl-tests-style sweep (float sum, 1 KiB .. 256 MiB),
+#                  out-of-place and in-place column groups from one run
 #   nvcc-compile   the kernel source compiled by nvcc for compute_90 ...
 #   nvcc-kernels   ... and the hardware test's main case re-run on that PTX
 #   perf-all-types a short all-types/all-ops correctness sweep (with >= 2 GPUs, the NCCL baseline)
@@ -275,25 +274,26 @@ summary() {
             [[ "$status" == skipped* ]] || echo "    first failure: $(first_failure "$log" "$status")"
         fi
     done
-    local copy="" sweep_log label peak
+    local copy="" group label peak
     if [[ -f "$log_dir/copy-bandwidth.log" ]]; then
         grep -o 'BANDWIDTH: .*' "$log_dir/copy-bandwidth.log" | sed 's/^BANDWIDTH: /copy bandwidth: /'
         copy=$(grep -o 'BANDWIDTH: GPU 0: .* [0-9.]* GB/s' "$log_dir/copy-bandwidth.log" | head -n1 |
             sed -E 's/.* ([0-9.]+) GB\/s$/\1/')
     fi
-    for sweep_log in perf perf-out-of-place; do
-        [[ -f "$log_dir/$sweep_log.log" ]] && grep -qE '^ +[0-9]+ ' "$log_dir/$sweep_log.log" || continue
-        label="in place"
-        [[ $sweep_log == perf-out-of-place ]] && label="out of place"
-        echo "perf (float sum, $label):"
-        grep -E '^#? *(size|[0-9]+ )|Avg bus bandwidth|Out of bounds' "$log_dir/$sweep_log.log" | head -n 30 | sed 's/^/  /'
-        peak=$(peak_busbw "$log_dir/$sweep_log.log")
-        if [[ -n "$peak" && -n "$copy" ]]; then
-            awk -v peak="$peak" -v copy="$copy" -v label="$label" 'BEGIN {
-                printf "  peak busbw %s: %.1f GB/s = %.2f x GPU 0 device-to-device copy (%.1f GB/s)\n",
-                    label, peak, peak / copy, copy }'
-        fi
-    done
+    if [[ -f "$log_dir/perf.log" ]] && grep -qE '^ +[0-9]+ ' "$log_dir/perf.log"; then
+        echo "perf (float sum; out-of-place and in-place groups):"
+        grep -E '^#? *(size|[0-9]+ )|Avg bus bandwidth|Out of bounds' "$log_dir/perf.log" | head -n 30 | sed 's/^/  /'
+        for group in 1 2; do
+            label="out of place"
+            ((group == 2)) && label="in place"
+            peak=$(peak_busbw "$log_dir/perf.log" "$group")
+            if [[ -n "$peak" && -n "$copy" ]]; then
+                awk -v peak="$peak" -v copy="$copy" -v label="$label" 'BEGIN {
+                    printf "  peak busbw %s: %.1f GB/s = %.2f x GPU 0 device-to-device copy (%.1f GB/s)\n",
+                        label, peak, peak / copy, copy }'
+            fi
+        done
+    fi
     grep -ho 'SKIP (allowed): .*' "$log_dir"/*.log 2>/dev/null | sed 's/^SKIP (allowed): /allowed skip: /' | sort -u | head -n 10
     echo "logs: $log_dir${OUT:+ (packed: $OUT/gpu-check-logs.tar.gz)}"
     if ((${#failed[@]} > 0)); then
@@ -308,13 +308,14 @@ summary() {
     ((${#failed[@]} == 0))
 }
 
-# peak_busbw LOG: the largest value in the `busbw` column of a perf table (the column found by
-# name in its header line), or nothing.
+# peak_busbw LOG [GROUP]: the largest value in a `busbw` column of a perf table (GROUP 1, the
+# default: the out-of-place group; 2: the in-place group), the column found by the header line.
 peak_busbw() {
-    awk '
+    awk -v group="${2:-1}" '
         !column && /size/ && /busbw/ {
             offset = ($1 == "#") ? 1 : 0
-            for (i = 1; i <= NF; i++) if ($i == "busbw") column = i - offset
+            seen = 0
+            for (i = 1; i <= NF; i++) if ($i == "busbw" && ++seen == group) column = i - offset
             next
         }
         column && /^ +[0-9]+ / && $column + 0 > peak { peak = $column + 0 }
@@ -496,7 +497,6 @@ check() {
         --test-threads=1
     local sweep=(--backend cuda --require-gpu -b 1K -e 256M -f 4 -n 20 -w 5)
     hardware_step perf 90 "${binary[ruccl-perf]}" "${sweep[@]}"
-    hardware_step perf-out-of-place 90 env RUCCL_CUDA_IN_PLACE=0 "${binary[ruccl-perf]}" "${sweep[@]}"
     local source=$log_dir/ruccl_kernels.cu ptx=$log_dir/ruccl_kernels.nvcc.ptx
     if [[ $mode == dry-run ]] || command -v nvcc >/dev/null; then
         cat "$here/kernels/common.cuh" "$here/kernels/fold.cu" "$here/kernels/mean.cu" >"$source" 2>/dev/null ||

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # ruccl-mpi's tests: fmt and clippy, the unit tests, the multi-process scenarios under
-# `mpirun -np 2` and `-np 3` (every scenario on a non-blocking and on a blocking communicator),
-# the process-death check, and a smoke run of the baseline tool. Needs Open MPI and libclang
+# `mpirun -np 2` and `-np 3` — the inter-process engine's (every scenario on a non-blocking and on
+# a blocking communicator) and the hierarchical communicator's (uneven local rank counts: 2 + 1,
+# 1 + 2 + 1) —, the process-death check, and smoke runs of both perf tools. Needs Open MPI and libclang
 # (mpi/README.md, "Install"). Exits non-zero on any failure; every mpirun runs under `timeout`,
 # and every wait inside the tests has a deadline, so nothing hangs.
 #
@@ -30,24 +31,32 @@ RUSTDOCFLAGS="-D warnings" cargo doc --no-deps
 step "unit tests, and the scenarios as one process (the ones that need a peer say so)"
 cargo test
 
-# The test binary among the artifacts (the baseline tool's binary is built for the tests too).
-exe=$(cargo test --test multiprocess --no-run --message-format=json 2>/dev/null |
-  grep '"kind":\["test"\],"crate_types":\["bin"\],"name":"multiprocess"' |
-  sed -n 's/.*"executable":"\([^"]*\)".*/\1/p' | tail -n 1)
-if [ -z "$exe" ] || [ ! -x "$exe" ]; then
-  echo "cannot find the multiprocess test binary" >&2
-  exit 1
-fi
-
-for processes in 2 3; do
-  step "scenarios under mpirun -np $processes"
-  mpirun_bounded -np "$processes" "$exe"
+# The test binaries among the artifacts (the perf tools' binaries are built for the tests too).
+artifacts=$(cargo test --tests --no-run --message-format=json 2>/dev/null)
+test_binary() {
+  grep "\"kind\":\[\"test\"\],\"crate_types\":\[\"bin\"\],\"name\":\"$1\"" <<<"$artifacts" |
+    sed -n 's/.*"executable":"\([^"]*\)".*/\1/p' | tail -n 1
+}
+engine=$(test_binary multiprocess)
+hierarchical=$(test_binary hierarchical)
+for exe in "$engine" "$hierarchical"; do
+  if [ -z "$exe" ] || [ ! -x "$exe" ]; then
+    echo "cannot find the multi-process test binaries" >&2
+    exit 1
+  fi
 done
 
-step "process death: one process aborts mid-collective; mpirun must end the job promptly"
+for processes in 2 3; do
+  step "inter-process engine scenarios under mpirun -np $processes"
+  mpirun_bounded -np "$processes" "$engine"
+  step "hierarchical scenarios under mpirun -np $processes"
+  mpirun_bounded -np "$processes" "$hierarchical"
+done
+
+step "process death: one process aborts while every rank of the others waits in a hierarchical all-reduce; mpirun must end the job promptly"
 death_started=$SECONDS
 set +e
-output=$(timeout -k 10 60 mpirun "${mpirun_flags[@]}" -np 3 "$exe" --die 2>&1)
+output=$(timeout -k 10 60 mpirun "${mpirun_flags[@]}" -np 3 "$hierarchical" --die 2>&1)
 code=$?
 set -e
 waited=$((SECONDS - death_started))
@@ -72,9 +81,11 @@ if [ "$waited" -ge 30 ]; then
   exit 1
 fi
 
-step "baseline tool smoke run (every engine, 4 B .. 1 MiB, results checked)"
-cargo build --bin mpi-allreduce-perf
+step "perf tools smoke runs (every engine, 4 B .. 1 MiB, results checked)"
+cargo build --bin mpi-allreduce-perf --bin hierarchical-perf
 mpirun_bounded -np 2 target/debug/mpi-allreduce-perf -b 4 -e 1M -f 16 -n 3 -w 1 \
   -E mpi,mpi-nb,ruccl-b,ruccl,ruccl-dl >/dev/null
+mpirun_bounded -np 4 target/debug/hierarchical-perf -l 2 -b 4 -e 1M -f 16 -n 3 -w 1 \
+  -E mpi,hier,hier-dl,local,mpi-h >/dev/null
 
 step "mpi tests passed in $((SECONDS - started)) s"

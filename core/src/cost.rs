@@ -10,7 +10,11 @@
 //!   all-reduce then costs `α + (W-1)·n·s/β` and the ring `2(W-1)·(α + n·s/(W·β))`: direct wins
 //!   for small messages, ring and halving-doubling for large ones.
 //! - [`Links::Shared`]: every transfer crosses one shared memory system (ranks simulated in host
-//!   memory). `b` is the step's total.
+//!   memory). `b` is the step's total, plus the elements the step copies aside because it
+//!   overwrites their sender's buffer in the same step ([`Step::copied_aside`]): through one
+//!   memory system, that copy costs as much as a transfer. One step of direct all-reduce then
+//!   moves `W·n` elements more than its transfers, which makes it lose to the ring and
+//!   halving-doubling from a few hundred bytes on a shared link.
 
 use crate::{Plan, Step};
 
@@ -21,7 +25,7 @@ pub enum Links {
     /// One full-duplex port per rank: the most bytes one rank sends or receives.
     #[default]
     PerRank,
-    /// One link shared by every transfer: the step's total bytes.
+    /// One link shared by every transfer: the step's total bytes, copies aside included.
     Shared,
 }
 
@@ -93,11 +97,14 @@ impl LinkModel {
     /// The elements on the busiest link of `step`, among `world` ranks (see [`Links`]).
     pub fn busiest_elements(&self, step: &Step, world: usize) -> usize {
         match self.links {
-            Links::Shared => step
-                .transfers
-                .iter()
-                .map(|transfer| transfer.range.len())
-                .sum(),
+            Links::Shared => {
+                let moved: usize = step
+                    .transfers
+                    .iter()
+                    .map(|transfer| transfer.range.len())
+                    .sum();
+                moved + step.copied_aside()
+            }
             Links::PerRank => {
                 let mut sent = vec![0usize; world];
                 let mut received = vec![0usize; world];

@@ -214,10 +214,58 @@ fn a_shared_link_prices_the_step_total() {
     let per_rank = LinkModel::new(1e-6, 1e9, Links::PerRank).unwrap();
     let plan = Plan::new(Collective::AllReduce(SUM), Algorithm::Direct, 4, 1000).unwrap();
     let step = &plan.steps()[0];
-    assert_eq!(shared.busiest_elements(step, 4), 12 * 1000);
+    // Twelve transfers of the whole buffer, and every rank's buffer copied aside once (each is
+    // sent and overwritten in the same step).
+    assert_eq!(step.copied_aside(), 4 * 1000);
+    assert_eq!(shared.busiest_elements(step, 4), 12 * 1000 + 4 * 1000);
     assert_eq!(per_rank.busiest_elements(step, 4), 3 * 1000);
     assert!(LinkModel::new(-1.0, 1e9, Links::Shared).is_err());
     assert!(LinkModel::new(1.0, 0.0, Links::Shared).is_err());
+}
+
+#[test]
+fn only_a_step_that_overwrites_its_own_sources_copies_them_aside() {
+    for world in [2, 3, 4, 8] {
+        for collective in collectives(world) {
+            for algorithm in algorithms(world) {
+                let plan = Plan::new(collective, algorithm, world, 8 * world).unwrap();
+                let aside: usize = plan.steps().iter().map(Step::copied_aside).sum();
+                let expected = match (collective, algorithm) {
+                    (Collective::AllReduce(_), Algorithm::Direct) if world > 1 => world * 8 * world,
+                    _ => 0,
+                };
+                assert_eq!(aside, expected, "{collective} via {algorithm}, W={world}");
+            }
+        }
+    }
+    // A source read by several receivers is one copy; a sender nobody writes to needs none.
+    let step = Step {
+        combine: false,
+        transfers: vec![
+            Transfer {
+                from: 0,
+                to: 1,
+                range: 0..4,
+            },
+            Transfer {
+                from: 0,
+                to: 2,
+                range: 0..4,
+            },
+            Transfer {
+                from: 3,
+                to: 0,
+                range: 2..3,
+            },
+            Transfer {
+                from: 3,
+                to: 1,
+                range: 6..8,
+            },
+        ],
+    };
+    assert_eq!(step.overwritten_sources(), vec![(0, 0..4)]);
+    assert_eq!(step.copied_aside(), 4);
 }
 
 // ---- planted wrong schedules: each is refused, naming where ----

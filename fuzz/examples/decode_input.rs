@@ -10,10 +10,7 @@ fn main() {
     let bytes = std::fs::read(file).unwrap_or_else(|error| panic!("{file}: {error}"));
     let mut reader = Reader::new(&bytes);
     match target.as_str() {
-        "ring_schedule" => println!(
-            "{:#?}",
-            ruccl_fuzz::ring_schedule::RingCase::decode(&mut reader)
-        ),
+        "plans" => println!("{:#?}", ruccl_fuzz::plans::PlanCase::decode(&mut reader)),
         "rendezvous_script" => println!(
             "{:#?}",
             ruccl_fuzz::rendezvous_script::Script::decode(&mut reader)

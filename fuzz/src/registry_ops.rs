@@ -7,7 +7,8 @@
 //!   a fresh, healthy one, and holders of the old one keep it, aborted.
 //! - Different lists never share a communicator; concurrent requests for one list agree.
 //! - Aborts are sticky and the first reason wins: every rank of a later all-reduce gets it, while
-//!   a healthy communicator reduces normally.
+//!   a healthy communicator reduces normally; after each all-reduce the device's census reads no
+//!   live value.
 
 use crate::bytes::{Reader, Writer};
 use crate::harness::Watchdog;
@@ -200,6 +201,9 @@ pub fn check_operations(operations: &[Operation]) {
                     continue;
                 };
                 reduce(&device, &handed[index], &context);
+                if let Err(live) = device.check_quiescent() {
+                    panic!("{context}: values outlive the all-reduce: {live}");
+                }
             }
         }
     }

@@ -1,97 +1,223 @@
-//! Target `sim_contract`: arbitrary calls straight into a [`SimDevice`] — tensors on the right
-//! or wrong device, of mixed types and lengths, any number of inputs, then any sequence of
-//! exchange steps (ranges in or out of bounds, inverted, unbalanced, too few or too many,
-//! combining or overwriting) and a `finish` with the same or another operation.
+//! Target `sim_contract`: the v2 executor contract on [`SimDevice`], call by call, against a
+//! sequential model of the contract.
 //!
-//! Every call either does exactly what a simple model of the contract does, or returns a
-//! [`SimError`] naming a rule the call really broke; nothing panics. The model of one step:
-//! every rank `r` sends `ranges[r]` of its *pre-step* buffer to `(r + 1) % W` only, which
-//! combines it with its own pre-step elements (reduce) or overwrites them with it. A failed call
-//! changes nothing. `finish` applies the `Mean` scaling and records the successful steps in the
-//! ledger (when the device records traffic).
+//! An input decodes to device settings (in place or not, traffic recorded or not, one unsupported
+//! operation), a plan (any collective and built-in algorithm, or a custom copy of one), devices and
+//! inputs that may break `begin`'s rules (too many or too few, on the wrong device, of another
+//! type or length), then up to [`MAX_STEPS`] `exchange` calls — the plan's own steps or arbitrary
+//! ones: general transfers between any ranks (outside the world and to itself included), ranges
+//! inverted, out of bounds or huge, overlapping sources, double writes, duplicate sources,
+//! combining or overwriting — and a `finish` with the plan or another one.
 //!
-//! Floats are compared bit for bit (any NaN matching any NaN): the model computes each element with
-//! the same IEEE operation the device documents (half types through f32, rounded once).
+//! Every call either returns a [`SimError`] naming a rule the call really broke (and then changes
+//! nothing), or does what the contract says. The typed errors are judged here (every rule a call
+//! breaks, computed from the call); the values by the sim crate's public plan interpreter
+//! ([`run_steps`]) over the steps the device accepted, bit for bit (a NaN matching any NaN;
+//! `Mean` on floats within one rounding): every transfer reads the state before the step, a
+//! combining step folds in ascending rank order with the receiver's own value at its own position
+//! (non-reducing collectives fold as `Sum`), elements outside the placements start as zeros.
+//! `finish` returns rank `r`'s output range on `devices[r]` and records the generation's
+//! successful steps in the ledger when the device records traffic; given a plan of another
+//! collective, world or layout it answers `PlanChanged`.
+//!
+//! Floats have any bit pattern (NaNs, infinities, signed zeros, subnormals), so a fold in another
+//! order shows in the bits. Once the case's values are all dropped, the device's census reads zero
+//! live values and no double drop, whichever calls failed.
 
 use crate::bytes::{Reader, Writer};
-use crate::values::{RawSource, any_values};
-use half::{bf16, f16};
-use ruccl_core::{DeviceId, NativeCollectiveDevice, ReduceOperation, RingSchedule};
-use ruccl_sim::{
-    ElementType, GenerationTraffic, HostValues, SimDevice, SimError, SimPrepared, SimTensor,
-    StepTraffic,
+use crate::values::{RawSource, any_values, same_bits};
+use ruccl_core::{
+    Algorithm, Collective, DeviceId, NativeCollectiveDevice, Plan, ReduceOperation, Step, Transfer,
 };
+use ruccl_sim::conformance::interpret::{compare_bits, run_steps};
+use ruccl_sim::{ElementType, SimDevice, SimError, SimPrepared, SimTensor, StepTraffic};
+use std::collections::BTreeMap;
 use std::ops::Range;
 
 /// The largest world.
 pub const MAX_WORLD: usize = 6;
-/// The largest tensor length.
-pub const MAX_LENGTH: usize = 16;
-/// The most exchange calls.
+/// The longest input.
+pub const MAX_LEN: usize = 12;
+/// The most `exchange` calls.
 pub const MAX_STEPS: usize = 10;
+/// The most transfers of an explicit step.
+pub const MAX_TRANSFERS: usize = 6;
+/// The algorithms a plan is built with (`Custom`: a custom copy of the ring plan).
+pub const ALGORITHMS: [Algorithm; 4] = [
+    Algorithm::Ring,
+    Algorithm::Direct,
+    Algorithm::HalvingDoubling,
+    Algorithm::Custom,
+];
 
 /// One sequence of device calls.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ContractCase {
-    /// The device rejects unbalanced steps.
-    pub balanced_steps: bool,
+    /// The device may use an input's allocation as its buffer.
+    pub in_place: bool,
     /// The device records traffic.
     pub record_traffic: bool,
-    /// One (element type, operation) combination the device is told not to support.
+    /// One (element type, operation) the device is told not to support.
     pub unsupported: Option<(ElementType, ReduceOperation)>,
-    /// `devices[r]` is rank `r`'s device index (repeats allowed: the device does not care).
+    /// The plan `begin` gets.
+    pub plan: PlanChoice,
+    /// `devices[r]` is rank `r`'s device index (repeats allowed); usually one per rank.
     pub devices: Vec<u8>,
     /// The element type most inputs have.
     pub element_type: ElementType,
-    /// The length most inputs have.
-    pub length: usize,
-    /// The inputs given to `begin`, usually one per device.
+    /// The inputs, usually one per rank.
     pub inputs: Vec<InputPlan>,
-    /// The operation given to `begin`.
-    pub operation: ReduceOperation,
-    /// The exchange calls.
+    /// The `exchange` calls.
     pub steps: Vec<StepPlan>,
-    /// The operation given to `finish`.
-    pub finish_operation: ReduceOperation,
+    /// The plan `finish` gets, if not `plan`.
+    pub finish: Option<PlanChoice>,
     /// Seeds the element values.
     pub seed: u64,
 }
 
-/// How one input deviates from the case's shape.
+/// A plan: built in, or a custom copy of the ring plan; a request the core refuses falls back to
+/// the ring all-reduce of the same world and length.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PlanChoice {
+    /// The collective.
+    pub collective: Collective,
+    /// The algorithm.
+    pub algorithm: Algorithm,
+    /// The world, at least 1.
+    pub world: usize,
+    /// Elements per input.
+    pub input_len: usize,
+}
+
+impl PlanChoice {
+    /// The plan.
+    pub fn build(&self) -> Plan {
+        let (world, input_len) = (self.world.max(1), self.input_len);
+        let fixed = match self.algorithm {
+            Algorithm::Custom => Algorithm::Ring,
+            other => other,
+        };
+        let plan = Plan::new(self.collective, fixed, world, input_len).or_else(|_| {
+            let operation = self.collective.operation().unwrap_or(ReduceOperation::Sum);
+            Plan::new(
+                Collective::AllReduce(operation),
+                Algorithm::Ring,
+                world,
+                input_len,
+            )
+        });
+        let plan = match plan {
+            Ok(plan) => plan,
+            Err(error) => panic!("no ring all-reduce for {self:?}: {error}"),
+        };
+        if self.algorithm == Algorithm::Custom {
+            Plan::from_parts(plan.clone().into_parts())
+                .unwrap_or_else(|violation| panic!("a built-in plan's parts: {violation}"))
+        } else {
+            plan
+        }
+    }
+
+    fn decode(reader: &mut Reader<'_>) -> Self {
+        let world = reader.between(1, MAX_WORLD);
+        let collective = match reader.below(4) {
+            0 => Collective::AllReduce(reader.pick(&ReduceOperation::ALL)),
+            1 => Collective::ReduceScatter(reader.pick(&ReduceOperation::ALL)),
+            2 => Collective::AllGather,
+            _ => Collective::Broadcast {
+                root: reader.below(world),
+            },
+        };
+        let mut input_len = reader.below(MAX_LEN + 1);
+        if matches!(collective, Collective::ReduceScatter(_)) {
+            input_len = input_len.next_multiple_of(world);
+        }
+        Self {
+            collective,
+            algorithm: reader.pick(&ALGORITHMS),
+            world,
+            input_len,
+        }
+    }
+
+    fn encode(&self, writer: &mut Writer) {
+        writer.between(self.world, 1, MAX_WORLD);
+        match self.collective {
+            Collective::AllReduce(operation) => {
+                writer.below(0, 4);
+                writer.pick(&operation, &ReduceOperation::ALL);
+            }
+            Collective::ReduceScatter(operation) => {
+                writer.below(1, 4);
+                writer.pick(&operation, &ReduceOperation::ALL);
+            }
+            Collective::AllGather => writer.below(2, 4),
+            Collective::Broadcast { root } => {
+                writer.below(3, 4);
+                writer.below(root, self.world);
+            }
+            other => panic!("no encoding for {other}"),
+        }
+        writer.below(self.input_len, MAX_LEN + 1);
+        writer.pick(&self.algorithm, &ALGORITHMS);
+    }
+}
+
+/// How one input deviates from the plan's shape.
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
 pub struct InputPlan {
-    /// The device whose memory holds it (`None`: its rank's device, or device 99 past the world).
+    /// The device whose memory holds it (`None`: its rank's device, or device 99 past the
+    /// devices).
     pub lives_on: Option<u8>,
     /// The device named to `prepare` (`None`: where it lives).
     pub prepare_on: Option<u8>,
     /// Its element type (`None`: the case's).
     pub element_type: Option<ElementType>,
-    /// Its length (`None`: the case's).
+    /// Its length (`None`: the plan's input length).
     pub length: Option<usize>,
 }
 
 /// One `exchange` call.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum StepPlan {
-    /// Step `index` of the ring schedule for the world and length (if it has one; otherwise no
-    /// ranges at all).
-    Schedule {
+    /// The plan's step `index` modulo one more than it has (the last: a step of no transfers).
+    Planned {
         /// The step.
-        index: usize,
+        index: u8,
     },
-    /// These ranges and this flag.
-    Explicit {
-        /// `(start, end)` per sending rank; `usize::MAX` stands in for huge values.
-        ranges: Vec<(usize, usize)>,
-        /// Combine (`true`) or overwrite.
-        reduce: bool,
-    },
+    /// This step.
+    Explicit(Step),
+}
+
+/// How many of something per rank: usually one per rank, sometimes one too many or too few.
+fn decode_count(reader: &mut Reader<'_>, world: usize) -> usize {
+    match reader.below(8) {
+        0 => world + 1,
+        1 => world.saturating_sub(1),
+        _ => world,
+    }
+}
+
+fn encode_count(writer: &mut Writer, count: usize, world: usize) {
+    if count == world {
+        writer.below(2, 8);
+    } else if count == world + 1 {
+        writer.below(0, 8);
+    } else {
+        assert_eq!(count + 1, world, "a count the decoder cannot produce");
+        writer.below(1, 8);
+    }
+}
+
+/// How far an explicit range reaches: a little past the buffer.
+fn reach(buffer_len: usize) -> usize {
+    buffer_len + 3
 }
 
 impl ContractCase {
     /// Decode a case; every input decodes to one.
     pub fn decode(reader: &mut Reader<'_>) -> Self {
-        let balanced_steps = !reader.flag();
+        let in_place = !reader.flag();
         let record_traffic = !reader.flag();
         let unsupported = reader.flag().then(|| {
             (
@@ -99,79 +225,63 @@ impl ContractCase {
                 reader.pick(&ReduceOperation::ALL),
             )
         });
-        let world = reader.below(MAX_WORLD + 1);
-        let devices = (0..world).map(|_| reader.byte() % 8).collect();
+        let plan = PlanChoice::decode(reader);
+        let world = plan.world;
+        let devices = (0..decode_count(reader, world))
+            .map(|_| reader.below(8) as u8)
+            .collect();
         let element_type = reader.pick(&ElementType::ALL);
-        let length = reader.below(MAX_LENGTH + 1);
-        let count = match reader.below(8) {
-            0 => world.saturating_sub(1),
-            1 => world + 1,
-            _ => world,
-        };
-        let inputs = (0..count)
+        let inputs = (0..decode_count(reader, world))
             .map(|_| {
                 if reader.below(4) != 0 {
                     return InputPlan::default();
                 }
                 InputPlan {
-                    lives_on: reader.flag().then(|| reader.byte() % 8),
-                    prepare_on: reader.flag().then(|| reader.byte() % 8),
+                    lives_on: reader.flag().then(|| reader.below(8) as u8),
+                    prepare_on: reader.flag().then(|| reader.below(8) as u8),
                     element_type: reader.flag().then(|| reader.pick(&ElementType::ALL)),
-                    length: reader.flag().then(|| reader.below(MAX_LENGTH + 1)),
+                    length: reader.flag().then(|| reader.below(MAX_LEN + 1)),
                 }
             })
             .collect();
-        let operation = reader.pick(&ReduceOperation::ALL);
+        let buffer_len = plan.build().buffer_len();
         let steps = (0..reader.below(MAX_STEPS + 1))
-            .map(|_| decode_step(reader, world, length))
+            .map(|_| decode_step(reader, world, buffer_len))
             .collect();
-        let finish_operation = if reader.below(4) == 0 {
-            reader.pick(&ReduceOperation::ALL)
-        } else {
-            operation
-        };
+        let finish = (reader.below(4) == 0).then(|| PlanChoice::decode(reader));
         let seed = reader.u64();
         Self {
-            balanced_steps,
+            in_place,
             record_traffic,
             unsupported,
+            plan,
             devices,
             element_type,
-            length,
             inputs,
-            operation,
             steps,
-            finish_operation,
+            finish,
             seed,
         }
     }
 
-    /// The bytes that decode to this case.
+    /// The bytes that decode to this case (within the decoder's bounds).
     pub fn encode(&self) -> Vec<u8> {
         let mut writer = Writer::new();
-        writer.flag(!self.balanced_steps);
+        writer.flag(!self.in_place);
         writer.flag(!self.record_traffic);
         writer.flag(self.unsupported.is_some());
         if let Some((element_type, operation)) = self.unsupported {
             writer.pick(&element_type, &ElementType::ALL);
             writer.pick(&operation, &ReduceOperation::ALL);
         }
-        let world = self.devices.len();
-        writer.below(world, MAX_WORLD + 1);
+        self.plan.encode(&mut writer);
+        let world = self.plan.world;
+        encode_count(&mut writer, self.devices.len(), world);
         for &device in &self.devices {
             writer.below(usize::from(device), 8);
         }
         writer.pick(&self.element_type, &ElementType::ALL);
-        writer.below(self.length, MAX_LENGTH + 1);
-        let count = self.inputs.len();
-        if count + 1 == world {
-            writer.below(0, 8);
-        } else if count == world + 1 {
-            writer.below(1, 8);
-        } else {
-            assert_eq!(count, world, "an input count the decoder cannot produce");
-            writer.below(2, 8);
-        }
+        encode_count(&mut writer, self.inputs.len(), world);
         for input in &self.inputs {
             if *input == InputPlan::default() {
                 writer.below(1, 4);
@@ -186,81 +296,89 @@ impl ContractCase {
             };
             optional(input.lives_on.map(usize::from), 8);
             optional(input.prepare_on.map(usize::from), 8);
-            optional(input.element_type.map(type_index), ElementType::ALL.len());
-            optional(input.length, MAX_LENGTH + 1);
+            optional(
+                input.element_type.map(|element_type| {
+                    ElementType::ALL
+                        .iter()
+                        .position(|&candidate| candidate == element_type)
+                        .unwrap_or(0)
+                }),
+                ElementType::ALL.len(),
+            );
+            optional(input.length, MAX_LEN + 1);
         }
-        writer.pick(&self.operation, &ReduceOperation::ALL);
+        let buffer_len = self.plan.build().buffer_len();
         writer.below(self.steps.len(), MAX_STEPS + 1);
         for step in &self.steps {
-            encode_step(&mut writer, step, world, self.length);
+            encode_step(&mut writer, step, world, buffer_len);
         }
-        if self.finish_operation == self.operation {
-            writer.below(1, 4);
-        } else {
-            writer.below(0, 4);
-            writer.pick(&self.finish_operation, &ReduceOperation::ALL);
+        match &self.finish {
+            Some(plan) => {
+                writer.below(0, 4);
+                plan.encode(&mut writer);
+            }
+            None => writer.below(1, 4),
         }
         writer.u64(self.seed);
         writer.finish()
     }
 }
 
-fn type_index(element_type: ElementType) -> usize {
-    ElementType::ALL
-        .iter()
-        .position(|&candidate| candidate == element_type)
-        .unwrap_or(0)
-}
-
-fn decode_step(reader: &mut Reader<'_>, world: usize, length: usize) -> StepPlan {
+fn decode_step(reader: &mut Reader<'_>, world: usize, buffer_len: usize) -> StepPlan {
     if reader.flag() {
-        return StepPlan::Schedule {
-            index: reader.below(2 * world.max(1)),
+        return StepPlan::Planned {
+            index: reader.byte(),
         };
     }
-    let reduce = reader.flag();
-    let count = match reader.below(8) {
-        0 => world.saturating_sub(1),
-        1 => world + 1,
-        _ => world,
-    };
-    let ranges = (0..count)
+    let combine = reader.flag();
+    let reach = reach(buffer_len);
+    let transfers = (0..reader.below(MAX_TRANSFERS + 1))
         .map(|_| {
-            let mode = reader.below(8);
-            let a = reader.below(length + 3);
-            let b = reader.below(length + 3);
-            match mode {
-                6 => (a, b),
-                7 => (a, usize::MAX - b),
-                _ => (a.min(b), a.max(b)),
+            let from = reader.below(world + 2);
+            let to = reader.below(world + 2);
+            let start = reader.below(reach);
+            let end = match reader.below(8) {
+                0 => reader.below(reach),
+                1 => usize::MAX - reader.below(reach),
+                _ => start + reader.below(4),
+            };
+            Transfer {
+                from,
+                to,
+                range: start..end,
             }
         })
         .collect();
-    StepPlan::Explicit { ranges, reduce }
+    StepPlan::Explicit(Step { combine, transfers })
 }
 
-fn encode_step(writer: &mut Writer, step: &StepPlan, world: usize, length: usize) {
-    match step {
-        StepPlan::Schedule { index } => {
+fn encode_step(writer: &mut Writer, step: &StepPlan, world: usize, buffer_len: usize) {
+    let step = match step {
+        StepPlan::Planned { index } => {
             writer.flag(true);
-            writer.below(*index, 2 * world.max(1));
+            writer.byte(*index);
+            return;
         }
-        StepPlan::Explicit { ranges, reduce } => {
-            writer.flag(false);
-            writer.flag(*reduce);
-            // The decoder derives the count from the world; seeds keep one range per rank.
+        StepPlan::Explicit(step) => step,
+    };
+    writer.flag(false);
+    writer.flag(step.combine);
+    let reach = reach(buffer_len);
+    writer.below(step.transfers.len(), MAX_TRANSFERS + 1);
+    for transfer in &step.transfers {
+        writer.below(transfer.from, world + 2);
+        writer.below(transfer.to, world + 2);
+        let range = &transfer.range;
+        writer.below(range.start, reach);
+        if range.end >= range.start && range.end - range.start < 4 {
             writer.below(2, 8);
-            for &(start, end) in ranges {
-                if end >= usize::MAX - (length + 2) {
-                    writer.below(7, 8);
-                    writer.below(start, length + 3);
-                    writer.below(usize::MAX - end, length + 3);
-                } else {
-                    writer.below(6, 8);
-                    writer.below(start, length + 3);
-                    writer.below(end, length + 3);
-                }
-            }
+            writer.below(range.end - range.start, 4);
+        } else if range.end < reach {
+            writer.below(0, 8);
+            writer.below(range.end, reach);
+        } else {
+            writer.below(1, 8);
+            writer.below(usize::MAX - range.end, reach);
         }
     }
 }
@@ -270,21 +388,32 @@ pub fn check(data: &[u8]) {
     check_case(&ContractCase::decode(&mut Reader::new(data)));
 }
 
-/// Check one case; panics on any violation.
+/// Check one case; panics on any violation. Once every value is dropped — on every path, the
+/// refused calls' included — the device's census must read zero (DESIGN.md property 9).
 pub fn check_case(case: &ContractCase) {
+    let device = run_calls(case);
+    if let Err(live) = device.check_quiescent() {
+        panic!("values outlive the calls: {live}\n{case:?}");
+    }
+}
+
+/// Make the device and run the case's calls on it, checking each; returns the device once every
+/// value the calls made is dropped.
+fn run_calls(case: &ContractCase) -> SimDevice {
     let mut builder = SimDevice::builder()
-        .balanced_steps(case.balanced_steps)
-        .record_traffic(case.record_traffic);
+        .in_place(case.in_place)
+        .record_traffic(case.record_traffic)
+        .threads(1);
     if let Some((element_type, operation)) = case.unsupported {
         builder = builder.unsupported(element_type, operation);
     }
     let device = builder.build();
+    let plan = case.plan.build();
     let devices: Vec<DeviceId> = case
         .devices
         .iter()
         .map(|&index| DeviceId::new(u32::from(index)))
         .collect();
-    let world = devices.len();
     let mut source = RawSource::new(&[], case.seed);
 
     // prepare: an error exactly when the tensor lives elsewhere; then prepare where it lives.
@@ -296,11 +425,8 @@ pub fn check_case(case: &ContractCase) {
             .map(|index| DeviceId::new(u32::from(index)))
             .unwrap_or_else(|| devices.get(rank).copied().unwrap_or(DeviceId::new(99)));
         let element_type = input.element_type.unwrap_or(case.element_type);
-        let values = any_values(
-            &mut source,
-            element_type,
-            input.length.unwrap_or(case.length),
-        );
+        let length = input.length.unwrap_or(plan.input_len());
+        let values = any_values(&mut source, element_type, length);
         let named = input
             .prepare_on
             .map_or(lives_on, |index| DeviceId::new(u32::from(index)));
@@ -313,7 +439,7 @@ pub fn check_case(case: &ContractCase) {
                 );
                 let kept = ready.tensor();
                 assert!(
-                    kept.device() == tensor.device() && same_bits(kept.values(), tensor.values()),
+                    kept.device() == lives_on && same_bits(kept.values(), &values),
                     "prepare changed the tensor {tensor:?} into {kept:?}"
                 );
                 prepared.push(ready);
@@ -336,8 +462,8 @@ pub fn check_case(case: &ContractCase) {
         host.push(values);
     }
 
-    let broken = begin_violations(&device, &devices, &prepared, case.operation);
-    let mut work = match device.begin(&devices, &prepared, case.operation) {
+    let broken = begin_violations(&device, &devices, &prepared, &plan);
+    let mut work = match device.begin(&devices, prepared, &plan) {
         Ok(work) => {
             assert!(
                 broken.is_empty(),
@@ -350,46 +476,45 @@ pub fn check_case(case: &ContractCase) {
                 broken.contains(&error),
                 "begin refused with {error:?}; the inputs break only {broken:?}"
             );
-            assert!(device.ledger().records().is_empty());
-            return;
+            assert_eq!(device.ledger().recorded(), 0, "a failed begin recorded");
+            return device;
         }
     };
-    let length = host.first().map_or(0, HostValues::len);
-    assert_eq!(device.elements(&work), length, "elements()");
-    assert_eq!(work.world(), world);
-    assert_eq!(work.length(), length);
+    let world = plan.world();
+    assert_eq!(work.world(), world, "work.world()");
+    assert_eq!(work.buffer_len(), plan.buffer_len(), "work.buffer_len()");
     assert_eq!(work.element_type(), host[0].element_type());
-    assert_eq!(work.operation(), case.operation);
+    assert_eq!(work.collective(), plan.collective());
 
-    let mut model = Model::new(&host);
+    let mut accepted: Vec<Step> = Vec::new();
     let mut traffic: Vec<StepTraffic> = Vec::new();
     for (index, step) in case.steps.iter().enumerate() {
-        let (ranges, reduce) = match step {
-            StepPlan::Schedule { index } => match RingSchedule::new(world, length).step(*index) {
-                Some(step) => (step.ranges, step.reduce),
-                None => (Vec::new(), false),
-            },
-            StepPlan::Explicit { ranges, reduce } => (
-                ranges.iter().map(|&(start, end)| start..end).collect(),
-                *reduce,
-            ),
+        let step = match step {
+            StepPlan::Planned { index } => plan
+                .steps()
+                .get(usize::from(*index) % (plan.steps().len() + 1))
+                .cloned()
+                .unwrap_or(Step {
+                    combine: false,
+                    transfers: Vec::new(),
+                }),
+            StepPlan::Explicit(step) => step.clone(),
         };
-        let broken = exchange_violations(&ranges, world, length, case.balanced_steps);
-        match device.exchange(&mut work, &ranges, reduce) {
+        let broken = step_violations(&step, world, plan.buffer_len());
+        match device.exchange(&mut work, &step) {
             Ok(()) => {
                 assert!(
                     broken.is_empty(),
-                    "exchange {index} {ranges:?} accepted, but it breaks {broken:?}"
+                    "exchange {index} {step:?} accepted, but it breaks {broken:?}"
                 );
-                model.step(&ranges, reduce.then(|| case.operation.combining()));
-                traffic.push(StepTraffic {
-                    reduce,
-                    sent: ranges.iter().map(Range::len).collect(),
-                });
+                if case.record_traffic {
+                    traffic.push(StepTraffic::of(&step));
+                }
+                accepted.push(step);
             }
             Err(error) => assert!(
                 broken.contains(&error),
-                "exchange {index} {ranges:?} refused with {error:?}; it breaks only {broken:?}"
+                "exchange {index} {step:?} refused with {error:?}; it breaks only {broken:?}"
             ),
         }
         assert_eq!(
@@ -399,86 +524,92 @@ pub fn check_case(case: &ContractCase) {
         );
     }
 
-    match device.finish(work, case.finish_operation) {
+    let finish_plan = case
+        .finish
+        .map_or_else(|| plan.clone(), |choice| choice.build());
+    let changed = SimError::PlanChanged {
+        begun: plan.collective(),
+        begun_world: world,
+        finished: finish_plan.collective(),
+        finished_world: finish_plan.world(),
+    };
+    // Another algorithm's plan for the same request has the same layout; anything else is
+    // another plan.
+    let same_layout = finish_plan.collective() == plan.collective()
+        && finish_plan.world() == world
+        && finish_plan.input_len() == plan.input_len()
+        && finish_plan.buffer_len() == plan.buffer_len()
+        && finish_plan.placements() == plan.placements()
+        && finish_plan.outputs() == plan.outputs();
+    match device.finish(work, &finish_plan) {
         Ok(outputs) => {
-            assert_eq!(
-                case.finish_operation, case.operation,
-                "finish with another operation succeeded"
+            assert!(
+                same_layout,
+                "finish accepted {finish_plan:?} for a generation begun with {plan:?}"
             );
-            if case.operation == ReduceOperation::Mean {
-                model.divide(world);
-            }
-            assert_eq!(outputs.len(), world, "one output per rank");
+            assert_eq!(outputs.len(), world, "finish: one output per rank");
+            // The same layout (checked above): the begun plan's outputs are the finishing one's.
+            let interpreted = run_steps(&plan, &accepted, &host).unwrap_or_else(|error| {
+                panic!("the device accepted steps the interpreter refuses: {error}\n{case:?}")
+            });
             for (rank, output) in outputs.iter().enumerate() {
                 assert_eq!(
                     output.device(),
                     devices[rank],
                     "rank {rank}'s output device"
                 );
-                let expected = model.values(rank);
-                assert!(
-                    same_bits(output.values(), &expected),
-                    "rank {rank}: got {:?}, the model says {expected:?}",
-                    output.values()
-                );
+                if let Err(mismatch) =
+                    compare_bits(plan.collective(), &interpreted[rank], output.values())
+                {
+                    panic!("rank {rank}'s output is not the interpreter's: {mismatch}\n{case:?}");
+                }
             }
-            let records = device.ledger().records();
             if case.record_traffic {
-                let expected = GenerationTraffic {
-                    sequence: 0,
-                    devices: devices.clone(),
-                    length,
-                    element_type: host[0].element_type(),
-                    operation: case.operation,
-                    steps: traffic,
+                let Some(record) = device.ledger().last() else {
+                    panic!("a successful finish recorded nothing");
                 };
-                assert_eq!(records, vec![expected], "the ledger");
-            } else {
-                assert!(
-                    records.is_empty(),
-                    "a device that does not record traffic recorded {records:?}"
+                assert_eq!(record.steps, traffic, "the ledger's steps");
+                assert_eq!(record.devices, devices, "the ledger's devices");
+                assert_eq!(
+                    (record.collective, record.algorithm, record.input_len),
+                    (plan.collective(), finish_plan.algorithm(), plan.input_len()),
+                    "the ledger's record"
                 );
-                assert_eq!(device.ledger().recorded(), 0);
+                assert_eq!(record.element_type, host[0].element_type());
+            } else {
+                assert_eq!(device.ledger().recorded(), 0, "recorded with recording off");
             }
         }
         Err(error) => {
-            assert_eq!(
-                error,
-                SimError::OperationChanged {
-                    begun: case.operation,
-                    finished: case.finish_operation
-                },
-                "finish"
-            );
             assert!(
-                device.ledger().records().is_empty(),
-                "a failed finish recorded traffic"
+                error == changed && !same_layout,
+                "finish with {finish_plan:?} after {plan:?} refused with {error:?}"
             );
+            assert_eq!(device.ledger().recorded(), 0, "a failed finish recorded");
         }
     }
+    device
 }
 
-/// Every error `begin` may rightly return for these inputs; empty when they are valid.
+/// Every error `begin` may rightly return; empty when the call is valid.
 fn begin_violations(
     device: &SimDevice,
     devices: &[DeviceId],
     inputs: &[SimPrepared],
-    operation: ReduceOperation,
+    plan: &Plan,
 ) -> Vec<SimError> {
     let mut broken = Vec::new();
-    if devices.len() != inputs.len() {
+    if devices.len() != inputs.len() || devices.len() != plan.world() {
         broken.push(SimError::InputCount {
             devices: devices.len(),
             inputs: inputs.len(),
+            planned: plan.world(),
         });
-    }
-    if devices.is_empty() || inputs.is_empty() {
-        broken.push(SimError::EmptyWorld);
     }
     let Some(first) = inputs.first() else {
         return broken;
     };
-    let (element_type, length) = (first.tensor().element_type(), first.tensor().len());
+    let element_type = first.tensor().element_type();
     for (rank, (input, &expected)) in inputs.iter().zip(devices).enumerate() {
         let tensor = input.tensor();
         if tensor.device() != expected {
@@ -495,353 +626,252 @@ fn begin_violations(
                 actual: tensor.element_type(),
             });
         }
-        if tensor.len() != length {
+        if tensor.len() != plan.input_len() {
             broken.push(SimError::LengthMismatch {
                 rank,
-                expected: length,
+                expected: plan.input_len(),
                 actual: tensor.len(),
             });
         }
     }
-    if !device.supports(element_type, operation) {
-        broken.push(SimError::UnsupportedOperation {
-            operation,
-            element_type,
-        });
-    }
-    broken
-}
-
-/// Every error `exchange` may rightly return for these ranges; empty when they are valid.
-fn exchange_violations(
-    ranges: &[Range<usize>],
-    world: usize,
-    length: usize,
-    balanced: bool,
-) -> Vec<SimError> {
-    let mut broken = Vec::new();
-    if ranges.len() != world {
-        broken.push(SimError::RangeCount {
-            ranges: ranges.len(),
-            world,
-        });
-    }
-    for (rank, range) in ranges.iter().enumerate() {
-        let (start, end) = (range.start, range.end);
-        if start > end {
-            broken.push(SimError::InvertedRange { rank, start, end });
-        }
-        if end > length {
-            broken.push(SimError::RangeOutOfBounds {
-                rank,
-                start,
-                end,
-                length,
+    if let Some(operation) = plan.collective().operation() {
+        if !device.supports(element_type, operation) {
+            broken.push(SimError::UnsupportedOperation {
+                operation,
+                element_type,
             });
         }
     }
-    if balanced {
-        let lengths: Vec<usize> = ranges.iter().map(Range::len).collect();
-        if let (Some(&short), Some(&long)) = (lengths.iter().min(), lengths.iter().max()) {
-            if long - short > 1 {
-                for (short_rank, _) in lengths.iter().enumerate().filter(|(_, len)| **len == short)
-                {
-                    for (long_rank, _) in
-                        lengths.iter().enumerate().filter(|(_, len)| **len == long)
-                    {
-                        broken.push(SimError::UnbalancedStep {
-                            short_rank,
-                            short,
-                            long_rank,
-                            long,
-                        });
-                    }
-                }
+    broken
+}
+
+/// Every error `exchange` may rightly return for `step`; empty when it is valid. A malformed
+/// transfer (a rank outside the world, a rank sending to itself, a range inverted or past the
+/// buffers — empty ones too) is reported before a second writer of an element.
+fn step_violations(step: &Step, world: usize, buffer_len: usize) -> Vec<SimError> {
+    let mut broken = Vec::new();
+    for (number, transfer) in step.transfers.iter().enumerate() {
+        for rank in [transfer.from, transfer.to] {
+            if rank >= world {
+                broken.push(SimError::NoSuchRank {
+                    transfer: number,
+                    rank,
+                    world,
+                });
+            }
+        }
+        if transfer.from == transfer.to {
+            broken.push(SimError::SelfTransfer {
+                transfer: number,
+                rank: transfer.from,
+            });
+        }
+        let (start, end) = (transfer.range.start, transfer.range.end);
+        if start > end {
+            broken.push(SimError::InvertedRange {
+                transfer: number,
+                start,
+                end,
+            });
+        }
+        if end > buffer_len {
+            broken.push(SimError::RangeOutOfBounds {
+                transfer: number,
+                start,
+                end,
+                buffer_len,
+            });
+        }
+    }
+    if !broken.is_empty() {
+        return broken;
+    }
+    // Who writes each (receiver, element).
+    let mut writers: BTreeMap<(usize, usize), Vec<usize>> = BTreeMap::new();
+    for transfer in &step.transfers {
+        for element in transfer.range.clone() {
+            writers
+                .entry((transfer.to, element))
+                .or_default()
+                .push(transfer.from);
+        }
+    }
+    for ((rank, element), mut senders) in writers {
+        if !step.combine {
+            if senders.len() > 1 {
+                broken.push(SimError::DoubleWrite { rank, element });
+            }
+            continue;
+        }
+        senders.sort_unstable();
+        for pair in senders.windows(2) {
+            if pair[0] == pair[1] {
+                broken.push(SimError::DuplicateSource {
+                    rank,
+                    element,
+                    from: pair[0],
+                });
             }
         }
     }
     broken
 }
 
-/// One element type's arithmetic, as the simulated device documents it.
-trait Arithmetic: Copy {
-    fn combine(operation: ReduceOperation, mine: Self, theirs: Self) -> Self;
-    fn divide(self, world: usize) -> Self;
-}
-
-macro_rules! float_arithmetic {
-    ($type:ty) => {
-        impl Arithmetic for $type {
-            fn combine(operation: ReduceOperation, mine: Self, theirs: Self) -> Self {
-                match operation {
-                    ReduceOperation::Sum | ReduceOperation::Mean => mine + theirs,
-                    ReduceOperation::Product => mine * theirs,
-                    ReduceOperation::Min => mine.min(theirs),
-                    ReduceOperation::Max => mine.max(theirs),
-                }
-            }
-            fn divide(self, world: usize) -> Self {
-                self / world as $type
-            }
-        }
-    };
-}
-
-macro_rules! half_arithmetic {
-    ($type:ty) => {
-        impl Arithmetic for $type {
-            fn combine(operation: ReduceOperation, mine: Self, theirs: Self) -> Self {
-                <$type>::from_f32(f32::combine(operation, mine.to_f32(), theirs.to_f32()))
-            }
-            fn divide(self, world: usize) -> Self {
-                <$type>::from_f32(self.to_f32() / world as f32)
-            }
-        }
-    };
-}
-
-macro_rules! integer_arithmetic {
-    ($type:ty) => {
-        impl Arithmetic for $type {
-            fn combine(operation: ReduceOperation, mine: Self, theirs: Self) -> Self {
-                match operation {
-                    ReduceOperation::Sum | ReduceOperation::Mean => mine.wrapping_add(theirs),
-                    ReduceOperation::Product => mine.wrapping_mul(theirs),
-                    ReduceOperation::Min => mine.min(theirs),
-                    ReduceOperation::Max => mine.max(theirs),
-                }
-            }
-            fn divide(self, world: usize) -> Self {
-                // Worlds here are at most MAX_WORLD; `/` rounds toward zero.
-                self / world as $type
-            }
-        }
-    };
-}
-
-float_arithmetic!(f32);
-float_arithmetic!(f64);
-half_arithmetic!(f16);
-half_arithmetic!(bf16);
-integer_arithmetic!(i32);
-integer_arithmetic!(i64);
-
-/// One step on plain buffers: every destination reads only the pre-step state.
-fn model_step<T: Arithmetic>(
-    buffers: &mut [Vec<T>],
-    ranges: &[Range<usize>],
-    reduce: Option<ReduceOperation>,
-) {
-    let before = buffers.to_vec();
-    let world = buffers.len();
-    for (rank, range) in ranges.iter().enumerate() {
-        let successor = (rank + 1) % world;
-        for index in range.clone() {
-            let sent = before[rank][index];
-            buffers[successor][index] = match reduce {
-                Some(operation) => T::combine(operation, before[successor][index], sent),
-                None => sent,
-            };
-        }
-    }
-}
-
-/// The model's buffers: every rank's elements, of the type rank 0's input has.
-enum Model {
-    F32(Vec<Vec<f32>>),
-    F64(Vec<Vec<f64>>),
-    F16(Vec<Vec<f16>>),
-    BF16(Vec<Vec<bf16>>),
-    I32(Vec<Vec<i32>>),
-    I64(Vec<Vec<i64>>),
-}
-
-macro_rules! each_model {
-    ($model:expr, $buffers:ident => $body:expr) => {
-        match $model {
-            Model::F32($buffers) => $body,
-            Model::F64($buffers) => $body,
-            Model::F16($buffers) => $body,
-            Model::BF16($buffers) => $body,
-            Model::I32($buffers) => $body,
-            Model::I64($buffers) => $body,
-        }
-    };
-}
-
-impl Model {
-    /// Copies of the inputs, which `begin` accepted (so they share rank 0's type).
-    fn new(inputs: &[HostValues]) -> Self {
-        macro_rules! gather {
-            ($variant:ident) => {
-                Model::$variant(
-                    inputs
-                        .iter()
-                        .map(|values| match values {
-                            HostValues::$variant(values) => values.clone(),
-                            other => panic!("begin accepted mixed element types: {other:?}"),
-                        })
-                        .collect(),
-                )
-            };
-        }
-        match inputs.first().map(HostValues::element_type) {
-            Some(ElementType::F32) => gather!(F32),
-            Some(ElementType::F64) => gather!(F64),
-            Some(ElementType::F16) => gather!(F16),
-            Some(ElementType::BF16) => gather!(BF16),
-            Some(ElementType::I32) => gather!(I32),
-            _ => gather!(I64),
-        }
-    }
-
-    fn step(&mut self, ranges: &[Range<usize>], reduce: Option<ReduceOperation>) {
-        each_model!(self, buffers => model_step(buffers, ranges, reduce));
-    }
-
-    fn divide(&mut self, world: usize) {
-        each_model!(self, buffers => {
-            for element in buffers.iter_mut().flatten() {
-                *element = element.divide(world);
-            }
-        });
-    }
-
-    fn values(&self, rank: usize) -> HostValues {
-        match self {
-            Model::F32(buffers) => HostValues::F32(buffers[rank].clone()),
-            Model::F64(buffers) => HostValues::F64(buffers[rank].clone()),
-            Model::F16(buffers) => HostValues::F16(buffers[rank].clone()),
-            Model::BF16(buffers) => HostValues::BF16(buffers[rank].clone()),
-            Model::I32(buffers) => HostValues::I32(buffers[rank].clone()),
-            Model::I64(buffers) => HostValues::I64(buffers[rank].clone()),
-        }
-    }
-}
-
-/// Equal types, lengths and bits, any NaN matching any NaN.
-fn same_bits(got: &HostValues, expected: &HostValues) -> bool {
-    fn bits(values: &HostValues) -> Vec<Option<u64>> {
-        let float = |value: f64, raw: u64| (!value.is_nan()).then_some(raw);
-        match values {
-            HostValues::F32(values) => values
-                .iter()
-                .map(|v| float(f64::from(*v), u64::from(v.to_bits())))
-                .collect(),
-            HostValues::F64(values) => values.iter().map(|v| float(*v, v.to_bits())).collect(),
-            HostValues::F16(values) => values
-                .iter()
-                .map(|v| float(v.to_f64(), u64::from(v.to_bits())))
-                .collect(),
-            HostValues::BF16(values) => values
-                .iter()
-                .map(|v| float(v.to_f64(), u64::from(v.to_bits())))
-                .collect(),
-            HostValues::I32(values) => values.iter().map(|v| Some(*v as u32 as u64)).collect(),
-            HostValues::I64(values) => values.iter().map(|v| Some(*v as u64)).collect(),
-        }
-    }
-    got.element_type() == expected.element_type() && bits(got) == bits(expected)
-}
-
-/// Readable seed cases: valid ring runs, overlapping and self-sends, every validation error.
+/// Readable seed cases: each collective's plan run whole, overlapping and multi-source steps,
+/// every validation error, a finish with another plan.
 pub fn seeds() -> Vec<(&'static str, ContractCase)> {
+    use Collective::*;
     use ElementType::*;
     use ReduceOperation::*;
-    let case = |world: usize, element_type, length, operation, steps| ContractCase {
-        balanced_steps: true,
+    let choice = |collective, algorithm, world, input_len| PlanChoice {
+        collective,
+        algorithm,
+        world,
+        input_len,
+    };
+    let case = |plan: PlanChoice, element_type, steps| ContractCase {
+        in_place: true,
         record_traffic: true,
         unsupported: None,
-        devices: (0..world as u8).collect(),
+        plan,
+        devices: (0..plan.world as u8).collect(),
         element_type,
-        length,
-        inputs: vec![InputPlan::default(); world],
-        operation,
+        inputs: vec![InputPlan::default(); plan.world],
         steps,
-        finish_operation: operation,
+        finish: None,
         seed: 7,
     };
-    let schedule = |count: usize| {
+    let whole = |count: u8| {
         (0..count)
-            .map(|index| StepPlan::Schedule { index })
+            .map(|index| StepPlan::Planned { index })
             .collect::<Vec<_>>()
     };
-    let explicit = |ranges: Vec<(usize, usize)>, reduce| StepPlan::Explicit { ranges, reduce };
+    let t = |from, to, range| Transfer { from, to, range };
+    let explicit = |combine, transfers| StepPlan::Explicit(Step { combine, transfers });
     vec![
-        ("full_ring_i32_sum", case(3, I32, 7, Sum, schedule(4))),
-        ("full_ring_f16_mean", case(4, F16, 9, Mean, schedule(6))),
         (
-            "overlapping_sends_read_pre_step_state",
+            "ring_all_reduce_whole",
+            case(choice(AllReduce(Sum), Algorithm::Ring, 3, 7), F32, whole(4)),
+        ),
+        (
+            "direct_reduce_scatter_mean_f16",
+            case(
+                choice(ReduceScatter(Mean), Algorithm::Direct, 4, 8),
+                F16,
+                whole(1),
+            ),
+        ),
+        (
+            "halving_doubling_all_gather_out_of_place",
             ContractCase {
-                balanced_steps: false,
+                in_place: false,
                 ..case(
-                    3,
-                    F32,
-                    4,
-                    Product,
-                    vec![
-                        explicit(vec![(0, 2), (0, 2), (0, 2)], true),
-                        explicit(vec![(1, 3), (0, 4), (2, 2)], false),
-                    ],
+                    choice(AllGather, Algorithm::HalvingDoubling, 4, 3),
+                    I64,
+                    whole(2),
                 )
             },
         ),
         (
-            "one_rank_combines_with_itself",
+            "custom_broadcast",
             case(
-                1,
+                choice(Broadcast { root: 1 }, Algorithm::Custom, 3, 5),
                 BF16,
-                5,
-                Max,
-                vec![explicit(vec![(0, 5)], true), explicit(vec![(1, 4)], false)],
+                whole(3),
             ),
         ),
         (
-            "out_of_bounds_and_inverted",
+            "overlapping_sources_read_pre_step_state",
             case(
-                2,
+                choice(AllReduce(Product), Algorithm::Ring, 3, 4),
                 F64,
-                3,
-                Min,
                 vec![
-                    explicit(vec![(0, 4), (1, 1)], true),
-                    explicit(vec![(2, 1), (0, 1)], true),
-                    explicit(vec![(0, usize::MAX), (0, 0)], false),
+                    explicit(true, vec![t(0, 1, 0..2), t(1, 2, 0..2), t(2, 0, 0..2)]),
+                    explicit(false, vec![t(1, 0, 1..3), t(0, 2, 0..4)]),
                 ],
             ),
         ),
         (
-            "unbalanced_step",
+            "three_senders_fold_in_rank_order",
             case(
-                3,
-                I64,
-                6,
-                Sum,
-                vec![explicit(vec![(0, 4), (0, 1), (0, 1)], true)],
+                choice(AllReduce(Sum), Algorithm::Direct, 4, 3),
+                F32,
+                vec![explicit(
+                    true,
+                    vec![t(3, 1, 0..3), t(0, 1, 1..3), t(2, 1, 0..2)],
+                )],
             ),
         ),
         (
-            "finish_with_another_operation",
+            "min_max_of_signed_zeros_and_nans",
+            case(
+                choice(AllReduce(Min), Algorithm::Direct, 5, 6),
+                F64,
+                whole(1),
+            ),
+        ),
+        (
+            "bad_ranks_and_ranges",
+            case(
+                choice(AllReduce(Min), Algorithm::Ring, 2, 3),
+                F64,
+                vec![
+                    explicit(true, vec![t(0, 2, 0..1)]),
+                    explicit(true, vec![t(1, 1, 0..1)]),
+                    explicit(false, vec![t(0, 1, Range { start: 2, end: 1 })]),
+                    explicit(false, vec![t(0, 1, 0..usize::MAX)]),
+                    explicit(false, vec![t(1, 0, 4..4)]),
+                ],
+            ),
+        ),
+        (
+            "double_write_and_duplicate_source",
+            case(
+                choice(AllGather, Algorithm::Ring, 3, 2),
+                I8,
+                vec![
+                    explicit(false, vec![t(0, 2, 0..2), t(1, 2, 1..2)]),
+                    explicit(true, vec![t(0, 1, 0..2), t(0, 1, 1..3)]),
+                    StepPlan::Planned { index: 0 },
+                ],
+            ),
+        ),
+        (
+            "finish_with_another_collective",
             ContractCase {
-                finish_operation: Max,
-                ..case(2, I32, 2, Sum, schedule(2))
+                finish: Some(choice(AllReduce(Max), Algorithm::Ring, 2, 2)),
+                ..case(choice(AllReduce(Sum), Algorithm::Ring, 2, 2), I32, whole(2))
+            },
+        ),
+        (
+            "finish_with_another_algorithm",
+            ContractCase {
+                finish: Some(choice(AllGather, Algorithm::Direct, 2, 2)),
+                ..case(choice(AllGather, Algorithm::Ring, 2, 2), U64, whole(1))
             },
         ),
         (
             "unsupported_operation",
             ContractCase {
                 unsupported: Some((F32, Product)),
-                ..case(2, F32, 2, Product, schedule(2))
+                ..case(
+                    choice(ReduceScatter(Product), Algorithm::Ring, 2, 2),
+                    F32,
+                    whole(1),
+                )
             },
         ),
         (
             "no_traffic_record",
             ContractCase {
                 record_traffic: false,
-                ..case(2, I64, 5, Mean, schedule(2))
+                ..case(
+                    choice(AllReduce(Mean), Algorithm::Ring, 2, 5),
+                    I64,
+                    whole(2),
+                )
             },
         ),
-        ("empty_world", case(0, I32, 0, Sum, Vec::new())),
         (
             "mismatched_inputs",
             ContractCase {
@@ -860,7 +890,7 @@ pub fn seeds() -> Vec<(&'static str, ContractCase)> {
                         ..InputPlan::default()
                     },
                 ],
-                ..case(4, F32, 5, Sum, schedule(6))
+                ..case(choice(AllReduce(Sum), Algorithm::Ring, 4, 5), F32, whole(6))
             },
         ),
         (
@@ -873,32 +903,104 @@ pub fn seeds() -> Vec<(&'static str, ContractCase)> {
                     },
                     InputPlan::default(),
                 ],
-                ..case(2, I32, 2, Sum, schedule(2))
+                ..case(
+                    choice(Broadcast { root: 0 }, Algorithm::Direct, 2, 2),
+                    I32,
+                    whole(1),
+                )
             },
         ),
         (
-            "too_many_inputs",
+            "too_many_inputs_and_too_few_devices",
             ContractCase {
+                devices: vec![0],
                 inputs: vec![InputPlan::default(); 3],
-                ..case(2, I32, 2, Sum, schedule(2))
+                ..case(choice(AllReduce(Sum), Algorithm::Ring, 2, 2), I32, whole(2))
             },
         ),
     ]
 }
 
+/// The old format's regressions, in this one: `(name, case)`, written as
+/// `corpus/sim_contract/regression-<name>`.
+pub fn regressions() -> Vec<(&'static str, ContractCase)> {
+    let two_ranks = |element_type, steps| ContractCase {
+        in_place: true,
+        record_traffic: true,
+        unsupported: None,
+        plan: PlanChoice {
+            collective: Collective::AllReduce(ReduceOperation::Sum),
+            algorithm: Algorithm::Ring,
+            world: 2,
+            input_len: 8,
+        },
+        devices: vec![0, 1],
+        element_type,
+        inputs: vec![InputPlan::default(); 2],
+        steps,
+        finish: None,
+        seed: NAN_SEED,
+    };
+    vec![
+        (
+            "nan_inputs_through_prepare",
+            two_ranks(
+                ElementType::F32,
+                (0..2).map(|index| StepPlan::Planned { index }).collect(),
+            ),
+        ),
+        (
+            "ranges_of_maximal_length",
+            two_ranks(
+                ElementType::I64,
+                vec![StepPlan::Explicit(Step {
+                    combine: true,
+                    transfers: vec![
+                        Transfer {
+                            from: 0,
+                            to: 1,
+                            range: 0..usize::MAX,
+                        },
+                        Transfer {
+                            from: 1,
+                            to: 0,
+                            range: 0..usize::MAX,
+                        },
+                    ],
+                })],
+            ),
+        ),
+    ]
+}
+
+/// A seed whose first f32 values (two ranks of eight) hold a NaN (checked by a test).
+const NAN_SEED: u64 = 9;
+
 #[cfg(test)]
 mod tests {
-    use super::{ContractCase, seeds};
+    use super::{ContractCase, NAN_SEED, regressions, seeds};
     use crate::bytes::Reader;
+    use crate::values::{RawSource, any_values};
+    use ruccl_sim::{ElementType, HostValues};
 
     #[test]
     fn seeds_decode_to_themselves() {
-        for (name, case) in seeds() {
+        for (name, case) in seeds().into_iter().chain(regressions()) {
             assert_eq!(
                 ContractCase::decode(&mut Reader::new(&case.encode())),
                 case,
                 "{name}"
             );
         }
+    }
+
+    #[test]
+    fn the_nan_seed_draws_a_nan() {
+        let mut source = RawSource::new(&[], NAN_SEED);
+        let values = any_values(&mut source, ElementType::F32, 16);
+        let HostValues::F32(values) = values else {
+            panic!("f32 values");
+        };
+        assert!(values.iter().any(|value| value.is_nan()), "{values:?}");
     }
 }

@@ -107,9 +107,10 @@ pub fn any_values(
     }
 }
 
-/// An integer of `element_type` (as i64): small, arbitrary bits, an extreme, or 16-bit.
+/// An integer of `element_type` (as i64; narrower types keep its low bits): small, arbitrary
+/// bits, an extreme, or 16-bit.
 pub fn integer(raw: u32, element_type: ElementType) -> i64 {
-    let wide = element_type == ElementType::I64;
+    let wide = matches!(element_type, ElementType::I64 | ElementType::U64);
     let payload = raw >> 2;
     match raw & 3 {
         0 => i64::from(payload % 17) - 8,
@@ -187,9 +188,30 @@ fn bit_pattern(raw: u32, element_type: ElementType) -> f64 {
     }
 }
 
+/// Whether `got` holds the same type, length and bits as `expected`, any NaN matching any NaN
+/// (Rust leaves a NaN result's payload open).
+pub fn same_bits(got: &HostValues, expected: &HostValues) -> bool {
+    got.element_type() == expected.element_type()
+        && got.len() == expected.len()
+        && (0..got.len()).all(|index| {
+            got.get_bits(index) == expected.get_bits(index)
+                || (got.is_nan(index) && expected.is_nan(index))
+        })
+}
+
 #[cfg(test)]
 mod tests {
-    use super::{factor, term};
+    use super::{factor, same_bits, term};
+    use ruccl_sim::HostValues;
+
+    #[test]
+    fn nans_match_whatever_their_payload_but_zeros_keep_their_sign() {
+        let quiet = HostValues::F32(vec![f32::NAN, 0.0]);
+        let payload = HostValues::F32(vec![f32::from_bits(0x7FC0_0001), 0.0]);
+        assert!(same_bits(&quiet, &payload));
+        assert!(!same_bits(&quiet, &HostValues::F32(vec![f32::NAN, -0.0])));
+        assert!(!same_bits(&quiet, &HostValues::F64(vec![f64::NAN, 0.0])));
+    }
 
     #[test]
     fn terms_are_zero_or_multiples_of_a_1024th_up_to_512() {

@@ -59,8 +59,8 @@ fn every_target_has_a_corpus_folder() {
 }
 
 #[test]
-fn the_ring_schedule_corpus_replays() {
-    replay("ring_schedule");
+fn the_plans_corpus_replays() {
+    replay("plans");
 }
 
 #[test]

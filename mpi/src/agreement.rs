@@ -20,7 +20,7 @@ use crate::error::{CallDescription, CollectiveKind};
 use ruccl_core::{ElementType, ReduceOperation};
 
 /// Words describing one call.
-pub(crate) const FIELDS: usize = 3;
+pub(crate) const FIELDS: usize = 4;
 
 /// Index of the failure word.
 pub(crate) const FAILED: usize = 0;
@@ -49,7 +49,7 @@ pub(crate) enum Verdict {
 }
 
 /// `call` as [`FIELDS`] words — the generation, one word packing the kind, operation, element
-/// type and root, and the length; see [`decode`] for the inverse. Packing keeps equality: two
+/// type and root, the length, and the tag; see [`decode`] for the inverse. Packing keeps equality: two
 /// calls agree exactly when their words do.
 pub(crate) fn encode(call: &CallDescription) -> [i64; FIELDS] {
     let index = |position: Option<usize>| position.unwrap_or(0) as i64;
@@ -69,20 +69,29 @@ pub(crate) fn encode(call: &CallDescription) -> [i64; FIELDS] {
     });
     let code =
         kind | operation << KIND_BITS | element << (KIND_BITS + OPERATION_BITS) | root << CODE_BITS;
-    [saturate(call.generation), code, saturate(call.len as u64)]
+    [
+        saturate(call.generation),
+        code,
+        saturate(call.len as u64),
+        saturate(call.tag),
+    ]
 }
 
 /// Bits of the kind, the operation and the element type in the packed word; the root above.
 const KIND_BITS: u32 = 2;
 const OPERATION_BITS: u32 = 3;
-const ELEMENT_BITS: u32 = 3;
+const ELEMENT_BITS: u32 = 4;
 const CODE_BITS: u32 = KIND_BITS + OPERATION_BITS + ELEMENT_BITS;
+// Every kind fits its field, and every operation and element type plus one (0 is "none").
+const _: () = assert!(CollectiveKind::ALL.len() <= 1 << KIND_BITS);
+const _: () = assert!(ReduceOperation::ALL.len() < 1 << OPERATION_BITS);
+const _: () = assert!(ElementType::ALL.len() < 1 << ELEMENT_BITS);
 /// Roots (plus one) above this share a code: no job has that many processes.
 const ROOT_LIMIT: i64 = (1 << (63 - CODE_BITS)) - 1;
 
 /// The call [`encode`] described, or `None` for words no process of this version writes.
 pub(crate) fn decode(words: &[i64]) -> Option<CallDescription> {
-    let [generation, code, len] = *words else {
+    let [generation, code, len, tag] = *words else {
         return None;
     };
     let code = u64::try_from(code).ok()?;
@@ -101,6 +110,7 @@ pub(crate) fn decode(words: &[i64]) -> Option<CallDescription> {
         },
         len: usize::try_from(len).ok()?,
         root: optional(usize::try_from(code >> CODE_BITS).ok()?),
+        tag: u64::try_from(tag).ok()?,
     })
 }
 
@@ -182,6 +192,7 @@ mod tests {
             element: Some(ElementType::F32),
             len,
             root: None,
+            tag: 0,
         }
     }
 
@@ -199,22 +210,23 @@ mod tests {
     #[test]
     fn every_description_survives_encoding() {
         for kind in CollectiveKind::ALL {
-            for operation in [
-                None,
-                Some(ReduceOperation::Mean),
-                Some(ReduceOperation::Max),
-            ] {
-                for element in [None, Some(ElementType::F32), Some(ElementType::I64)] {
+            let operations = ReduceOperation::ALL.map(Some);
+            for operation in std::iter::once(None).chain(operations) {
+                let elements = ElementType::ALL.map(Some);
+                for element in std::iter::once(None).chain(elements) {
                     for root in [None, Some(0), Some(7)] {
-                        let call = CallDescription {
-                            generation: 41,
-                            kind,
-                            operation,
-                            element,
-                            len: 1 << 40,
-                            root,
-                        };
-                        assert_eq!(decode(&encode(&call)), Some(call));
+                        for tag in [0, 1 << 62] {
+                            let call = CallDescription {
+                                generation: 41,
+                                kind,
+                                operation,
+                                element,
+                                len: 1 << 40,
+                                root,
+                                tag,
+                            };
+                            assert_eq!(decode(&encode(&call)), Some(call));
+                        }
                     }
                 }
             }
@@ -282,6 +294,7 @@ mod tests {
                 root: Some(0),
                 ..base
             },
+            CallDescription { tag: 5, ..base },
         ];
         for other in variants {
             let words = [
@@ -314,11 +327,12 @@ mod tests {
 
     #[test]
     fn foreign_words_do_not_decode() {
-        // Operation code 7 and element code 7 name nothing.
-        assert_eq!(decode(&[0, 7 << 2, 0]), None);
-        assert_eq!(decode(&[0, 7 << 5, 0]), None);
-        assert_eq!(decode(&[-1, 0, 0]), None);
-        assert_eq!(decode(&[0, -1, 0]), None);
-        assert_eq!(decode(&[0, 0]), None);
+        // Operation code 7 and element code 15 name nothing.
+        assert_eq!(decode(&[0, 7 << KIND_BITS, 0, 0]), None);
+        assert_eq!(decode(&[0, 15 << (KIND_BITS + OPERATION_BITS), 0, 0]), None);
+        assert_eq!(decode(&[-1, 0, 0, 0]), None);
+        assert_eq!(decode(&[0, -1, 0, 0]), None);
+        assert_eq!(decode(&[0, 0, 0, -1]), None);
+        assert_eq!(decode(&[0, 0, 0]), None);
     }
 }

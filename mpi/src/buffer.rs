@@ -3,6 +3,7 @@
 
 use half::{bf16, f16};
 use ruccl_core::ElementType;
+use ruccl_sim::HostValues;
 use std::ffi::c_void;
 
 /// Elements of one [`ElementType`] in host memory, owned.
@@ -24,6 +25,14 @@ pub enum HostBuffer {
     I32(Vec<i32>),
     /// i64 elements.
     I64(Vec<i64>),
+    /// i8 elements.
+    I8(Vec<i8>),
+    /// u8 elements.
+    U8(Vec<u8>),
+    /// u32 elements.
+    U32(Vec<u32>),
+    /// u64 elements.
+    U64(Vec<u64>),
 }
 
 /// Runs the same expression on the vector inside any variant.
@@ -36,21 +45,40 @@ macro_rules! each {
             HostBuffer::BF16($values) => $body,
             HostBuffer::I32($values) => $body,
             HostBuffer::I64($values) => $body,
+            HostBuffer::I8($values) => $body,
+            HostBuffer::U8($values) => $body,
+            HostBuffer::U32($values) => $body,
+            HostBuffer::U64($values) => $body,
         }
     };
 }
 
 impl HostBuffer {
-    /// `len` zeros of `element`.
-    pub fn zeroed(element: ElementType, len: usize) -> Self {
-        match element {
+    /// `len` zeros of `element`; `None` for an element type added to the core after this crate.
+    pub fn zeroed(element: ElementType, len: usize) -> Option<Self> {
+        Some(match element {
             ElementType::F32 => HostBuffer::F32(vec![0.0; len]),
             ElementType::F64 => HostBuffer::F64(vec![0.0; len]),
             ElementType::F16 => HostBuffer::F16(vec![f16::ZERO; len]),
             ElementType::BF16 => HostBuffer::BF16(vec![bf16::ZERO; len]),
             ElementType::I32 => HostBuffer::I32(vec![0; len]),
             ElementType::I64 => HostBuffer::I64(vec![0; len]),
-        }
+            ElementType::I8 => HostBuffer::I8(vec![0; len]),
+            ElementType::U8 => HostBuffer::U8(vec![0; len]),
+            ElementType::U32 => HostBuffer::U32(vec![0; len]),
+            ElementType::U64 => HostBuffer::U64(vec![0; len]),
+            _ => return None,
+        })
+    }
+
+    /// A buffer of `len` zeros of this buffer's element type.
+    pub fn zeros_like(&self, len: usize) -> Self {
+        each!(self, values => {
+            let mut zeros = values.clone();
+            zeros.clear();
+            zeros.resize(len, Default::default());
+            zeros.into()
+        })
     }
 
     /// The element type.
@@ -62,6 +90,10 @@ impl HostBuffer {
             HostBuffer::BF16(_) => ElementType::BF16,
             HostBuffer::I32(_) => ElementType::I32,
             HostBuffer::I64(_) => ElementType::I64,
+            HostBuffer::I8(_) => ElementType::I8,
+            HostBuffer::U8(_) => ElementType::U8,
+            HostBuffer::U32(_) => ElementType::U32,
+            HostBuffer::U64(_) => ElementType::U64,
         }
     }
 
@@ -82,19 +114,13 @@ impl HostBuffer {
 
     /// Elements `range` of this buffer, as a new buffer.
     pub fn slice(&self, range: std::ops::Range<usize>) -> Option<HostBuffer> {
-        Some(match self {
-            HostBuffer::F32(values) => HostBuffer::F32(values.get(range)?.to_vec()),
-            HostBuffer::F64(values) => HostBuffer::F64(values.get(range)?.to_vec()),
-            HostBuffer::F16(values) => HostBuffer::F16(values.get(range)?.to_vec()),
-            HostBuffer::BF16(values) => HostBuffer::BF16(values.get(range)?.to_vec()),
-            HostBuffer::I32(values) => HostBuffer::I32(values.get(range)?.to_vec()),
-            HostBuffer::I64(values) => HostBuffer::I64(values.get(range)?.to_vec()),
-        })
+        Some(each!(self, values => values.get(range)?.to_vec().into()))
     }
 
     /// Divides every element by `count` (`ReduceOperation::Mean`, as the simulated device does):
     /// one correctly rounded division for f32 and f64, through f32 and rounded once for f16 and
-    /// bf16, toward zero for integers. `count` is a process count, far below 2^24.
+    /// bf16, toward zero for integers (in 64 bits, so a count beyond the type's range gives 0).
+    /// `count` is a process count, far below 2^24.
     pub(crate) fn divide_by(&mut self, count: usize) {
         if count <= 1 {
             return;
@@ -108,14 +134,12 @@ impl HostBuffer {
             HostBuffer::BF16(values) => values
                 .iter_mut()
                 .for_each(|v| *v = bf16::from_f32(v.to_f32() / count as f32)),
-            HostBuffer::I32(values) => {
-                let count = i32::try_from(count).unwrap_or(i32::MAX);
-                values.iter_mut().for_each(|v| *v /= count);
-            }
-            HostBuffer::I64(values) => {
-                let count = i64::try_from(count).unwrap_or(i64::MAX);
-                values.iter_mut().for_each(|v| *v /= count);
-            }
+            HostBuffer::I32(values) => divide_signed(values, count),
+            HostBuffer::I64(values) => divide_signed(values, count),
+            HostBuffer::I8(values) => divide_signed(values, count),
+            HostBuffer::U8(values) => divide_unsigned(values, count),
+            HostBuffer::U32(values) => divide_unsigned(values, count),
+            HostBuffer::U64(values) => divide_unsigned(values, count),
         }
     }
 
@@ -154,6 +178,10 @@ impl HostBuffer {
             HostBuffer::BF16(values) => read(values, bytes, bf16::from_le_bytes),
             HostBuffer::I32(values) => read(values, bytes, i32::from_le_bytes),
             HostBuffer::I64(values) => read(values, bytes, i64::from_le_bytes),
+            HostBuffer::I8(values) => read(values, bytes, i8::from_le_bytes),
+            HostBuffer::U8(values) => read(values, bytes, u8::from_le_bytes),
+            HostBuffer::U32(values) => read(values, bytes, u32::from_le_bytes),
+            HostBuffer::U64(values) => read(values, bytes, u64::from_le_bytes),
         }
         true
     }
@@ -161,49 +189,109 @@ impl HostBuffer {
     /// The start of the elements, for MPI to read. Valid for [`byte_len`](Self::byte_len) bytes
     /// while the buffer is neither moved out of its vector nor resized (moving the `HostBuffer`
     /// itself does not move the elements).
+    ///
+    /// Null for an empty buffer: an empty vector's dangling pointer is its alignment, and for
+    /// one-byte elements that is `1` — Open MPI's `MPI_IN_PLACE`, which MPI would act on even
+    /// with a count of zero.
     pub(crate) fn as_ptr(&self) -> *const c_void {
+        if self.is_empty() {
+            return std::ptr::null();
+        }
         each!(self, values => values.as_ptr().cast())
     }
 
-    /// The start of the elements, for MPI to write; see [`as_ptr`](Self::as_ptr).
+    /// The start of the elements, for MPI to write; see [`as_ptr`](Self::as_ptr) (null when
+    /// empty, for the same reason).
     pub(crate) fn as_mut_ptr(&mut self) -> *mut c_void {
+        if self.is_empty() {
+            return std::ptr::null_mut();
+        }
         each!(self, values => values.as_mut_ptr().cast())
     }
 }
 
-impl From<Vec<f32>> for HostBuffer {
-    fn from(values: Vec<f32>) -> Self {
-        HostBuffer::F32(values)
+/// `divide_by` for a signed integer type: toward zero, in 64 bits.
+fn divide_signed<T: Copy + Into<i64> + TryFrom<i64>>(values: &mut [T], count: usize) {
+    let count = i64::try_from(count).unwrap_or(i64::MAX);
+    for value in values {
+        // The quotient's magnitude is at most the value's, so it fits `T` again.
+        if let Ok(quotient) = T::try_from((*value).into() / count) {
+            *value = quotient;
+        }
     }
 }
 
-impl From<Vec<f64>> for HostBuffer {
-    fn from(values: Vec<f64>) -> Self {
-        HostBuffer::F64(values)
+/// `divide_by` for an unsigned integer type, in 64 bits.
+fn divide_unsigned<T: Copy + Into<u64> + TryFrom<u64>>(values: &mut [T], count: usize) {
+    let count = u64::try_from(count).unwrap_or(u64::MAX);
+    for value in values {
+        // The quotient is at most the value, so it fits `T` again.
+        if let Ok(quotient) = T::try_from((*value).into() / count) {
+            *value = quotient;
+        }
     }
 }
 
-impl From<Vec<f16>> for HostBuffer {
-    fn from(values: Vec<f16>) -> Self {
-        HostBuffer::F16(values)
+macro_rules! from_vec {
+    ($($variant:ident($type:ty)),* $(,)?) => {$(
+        impl From<Vec<$type>> for HostBuffer {
+            fn from(values: Vec<$type>) -> Self {
+                HostBuffer::$variant(values)
+            }
+        }
+    )*};
+}
+
+from_vec!(
+    F32(f32),
+    F64(f64),
+    F16(f16),
+    BF16(bf16),
+    I32(i32),
+    I64(i64),
+    I8(i8),
+    U8(u8),
+    U32(u32),
+    U64(u64),
+);
+
+/// The simulated device's host values are the same vectors: moved, not copied. A type added to
+/// the simulated device after this crate is handed back.
+impl TryFrom<HostValues> for HostBuffer {
+    type Error = HostValues;
+
+    fn try_from(values: HostValues) -> Result<Self, HostValues> {
+        Ok(match values {
+            HostValues::F32(values) => HostBuffer::F32(values),
+            HostValues::F64(values) => HostBuffer::F64(values),
+            HostValues::F16(values) => HostBuffer::F16(values),
+            HostValues::BF16(values) => HostBuffer::BF16(values),
+            HostValues::I32(values) => HostBuffer::I32(values),
+            HostValues::I64(values) => HostBuffer::I64(values),
+            HostValues::I8(values) => HostBuffer::I8(values),
+            HostValues::U8(values) => HostBuffer::U8(values),
+            HostValues::U32(values) => HostBuffer::U32(values),
+            HostValues::U64(values) => HostBuffer::U64(values),
+            other => return Err(other),
+        })
     }
 }
 
-impl From<Vec<bf16>> for HostBuffer {
-    fn from(values: Vec<bf16>) -> Self {
-        HostBuffer::BF16(values)
-    }
-}
-
-impl From<Vec<i32>> for HostBuffer {
-    fn from(values: Vec<i32>) -> Self {
-        HostBuffer::I32(values)
-    }
-}
-
-impl From<Vec<i64>> for HostBuffer {
-    fn from(values: Vec<i64>) -> Self {
-        HostBuffer::I64(values)
+/// The inverse of `TryFrom<HostValues>`: moved, not copied.
+impl From<HostBuffer> for HostValues {
+    fn from(buffer: HostBuffer) -> Self {
+        match buffer {
+            HostBuffer::F32(values) => HostValues::F32(values),
+            HostBuffer::F64(values) => HostValues::F64(values),
+            HostBuffer::F16(values) => HostValues::F16(values),
+            HostBuffer::BF16(values) => HostValues::BF16(values),
+            HostBuffer::I32(values) => HostValues::I32(values),
+            HostBuffer::I64(values) => HostValues::I64(values),
+            HostBuffer::I8(values) => HostValues::I8(values),
+            HostBuffer::U8(values) => HostValues::U8(values),
+            HostBuffer::U32(values) => HostValues::U32(values),
+            HostBuffer::U64(values) => HostValues::U64(values),
+        }
     }
 }
 
@@ -216,6 +304,31 @@ mod tests {
         let mut buffer = HostBuffer::I32(vec![7, -7, -1]);
         buffer.divide_by(2);
         assert_eq!(buffer, HostBuffer::I32(vec![3, -3, 0]));
+        let mut buffer = HostBuffer::I8(vec![-128, 127, -3]);
+        buffer.divide_by(2);
+        assert_eq!(buffer, HostBuffer::I8(vec![-64, 63, -1]));
+        let mut buffer = HostBuffer::U8(vec![255, 7]);
+        buffer.divide_by(2);
+        assert_eq!(buffer, HostBuffer::U8(vec![127, 3]));
+    }
+
+    #[test]
+    fn a_count_beyond_a_small_type_divides_to_zero() {
+        let mut buffer = HostBuffer::I8(vec![127, -128]);
+        buffer.divide_by(300);
+        assert_eq!(buffer, HostBuffer::I8(vec![0, 0]));
+        let mut buffer = HostBuffer::U8(vec![255]);
+        buffer.divide_by(256);
+        assert_eq!(buffer, HostBuffer::U8(vec![0]));
+    }
+
+    #[test]
+    fn every_host_value_type_moves_into_a_buffer_and_back() {
+        for element in ElementType::ALL {
+            let buffer = HostBuffer::zeroed(element, 2).unwrap();
+            let values = HostValues::from(buffer.clone());
+            assert_eq!(HostBuffer::try_from(values), Ok(buffer));
+        }
     }
 
     #[test]
@@ -234,11 +347,19 @@ mod tests {
             HostBuffer::BF16(vec![bf16::from_f32(-2.5), bf16::MAX, bf16::ONE]),
             HostBuffer::I32(vec![-1, i32::MIN, 7]),
             HostBuffer::I64(vec![i64::MAX, -9, 0]),
+            HostBuffer::I8(vec![i8::MIN, -1, 5]),
+            HostBuffer::U8(vec![u8::MAX, 0, 9]),
+            HostBuffer::U32(vec![u32::MAX, 1, 0]),
+            HostBuffer::U64(vec![u64::MAX, 2, 3]),
         ];
         for source in sources {
             let mut bytes = vec![0xA5u8; source.byte_len()];
             assert!(source.write_le_bytes(&mut bytes));
-            let mut target = HostBuffer::zeroed(source.element_type(), 3);
+            let mut target = source.zeros_like(3);
+            assert_eq!(
+                Some(target.clone()),
+                HostBuffer::zeroed(source.element_type(), 3)
+            );
             assert!(target.read_le_bytes(&bytes));
             assert_eq!(target, source);
             assert!(!source.write_le_bytes(&mut bytes[1..]));
@@ -247,9 +368,18 @@ mod tests {
     }
 
     #[test]
+    fn an_empty_buffer_never_hands_mpi_a_pointer_that_reads_as_in_place() {
+        for element in ElementType::ALL {
+            let mut buffer = HostBuffer::zeroed(element, 0).unwrap();
+            assert!(buffer.as_ptr().is_null(), "{element}");
+            assert!(buffer.as_mut_ptr().is_null(), "{element}");
+        }
+    }
+
+    #[test]
     fn zeroed_has_the_type_and_length_asked_for() {
         for element in ElementType::ALL {
-            let buffer = HostBuffer::zeroed(element, 3);
+            let buffer = HostBuffer::zeroed(element, 3).unwrap();
             assert_eq!(buffer.element_type(), element);
             assert_eq!(buffer.byte_len(), 3 * element.size());
         }

@@ -60,6 +60,10 @@ pub struct CallDescription {
     pub len: usize,
     /// The root, for a broadcast.
     pub root: Option<usize>,
+    /// A word of the caller's own that every process must pass the same value of (0 unless
+    /// given): a hierarchical communicator puts its own call there, so that calls which differ
+    /// above the inter-process step differ here too.
+    pub tag: u64,
 }
 
 impl fmt::Display for CallDescription {
@@ -72,9 +76,13 @@ impl fmt::Display for CallDescription {
             write!(f, " root {root}")?;
         }
         match self.element {
-            Some(element) => write!(f, " {} x {}", element, self.len),
-            None => f.write_str(" (no input)"),
+            Some(element) => write!(f, " {} x {}", element, self.len)?,
+            None => f.write_str(" (no input)")?,
         }
+        if self.tag != 0 {
+            write!(f, " tag {:#x}", self.tag)?;
+        }
+        Ok(())
     }
 }
 
@@ -219,6 +227,7 @@ mod tests {
                     element: Some(ElementType::F32),
                     len: 4,
                     root: None,
+                    tag: 0,
                 },
                 CallDescription {
                     generation: 3,
@@ -227,13 +236,14 @@ mod tests {
                     element: None,
                     len: 0,
                     root: Some(1),
+                    tag: 0x2a,
                 },
             ],
         };
         assert_eq!(
             error.to_string(),
             "processes called different collectives: process 0: all_reduce #3 sum float x 4, \
-             process 1: broadcast #3 root 1 (no input)"
+             process 1: broadcast #3 root 1 (no input) tag 0x2a"
         );
     }
 

@@ -3,7 +3,8 @@
 //! GPU engine (NCCL) later.
 
 use crate::error::{InterProcessError, LocalFailure};
-use ruccl_core::ReduceOperation;
+use ruccl_core::{Collective, ReduceOperation};
+use std::sync::Arc;
 use std::time::Instant;
 
 /// Collectives among the processes of a job, one call per process per generation, each agreeing
@@ -51,6 +52,32 @@ pub trait InterProcess: Send + Sync {
     /// The number of processes.
     fn processes(&self) -> usize;
 
+    /// The general entry: `collective` among the processes (a broadcast's `root` is a process;
+    /// shapes as in [`Collective`], with processes for ranks), where every process must also
+    /// pass the same `tag` — a word of the caller's own, agreed like the rest of the call: a
+    /// hierarchical communicator describes its own call there, so that calls that differ above
+    /// this step (a `Mean` reduced here as a `Sum`, another global root) are a
+    /// [`Mismatch`](InterProcessError::Mismatch) too. A collective the engine does not offer is a
+    /// local failure, shared like any other.
+    fn collective(
+        &self,
+        collective: Collective,
+        input: Result<Self::Buffer, LocalFailure>,
+        tag: u64,
+        deadline: Option<Instant>,
+    ) -> Result<Self::Buffer, InterProcessError>;
+
+    /// A status only, no data: `Ok` on every process if every process passed `Ok` (with the same
+    /// `tag`), else the same [`Failed`](InterProcessError::Failed) (the lowest failing process's
+    /// text) or [`Mismatch`](InterProcessError::Mismatch) everywhere. Deadlines as for the
+    /// collectives.
+    fn agree(
+        &self,
+        status: Result<(), LocalFailure>,
+        tag: u64,
+        deadline: Option<Instant>,
+    ) -> Result<(), InterProcessError>;
+
     /// The element-wise reduction of every process's `input` under `operation`, on every process
     /// (`Mean` divides the sum by [`processes`](Self::processes)).
     fn all_reduce(
@@ -58,7 +85,9 @@ pub trait InterProcess: Send + Sync {
         input: Result<Self::Buffer, LocalFailure>,
         operation: ReduceOperation,
         deadline: Option<Instant>,
-    ) -> Result<Self::Buffer, InterProcessError>;
+    ) -> Result<Self::Buffer, InterProcessError> {
+        self.collective(Collective::AllReduce(operation), input, 0, deadline)
+    }
 
     /// Block `process()` (of `processes()` equal blocks) of the reduction of every process's
     /// `input`; the input's length must be a multiple of the process count.
@@ -67,14 +96,18 @@ pub trait InterProcess: Send + Sync {
         input: Result<Self::Buffer, LocalFailure>,
         operation: ReduceOperation,
         deadline: Option<Instant>,
-    ) -> Result<Self::Buffer, InterProcessError>;
+    ) -> Result<Self::Buffer, InterProcessError> {
+        self.collective(Collective::ReduceScatter(operation), input, 0, deadline)
+    }
 
     /// Every process's `input` (all of one length), concatenated in process order.
     fn all_gather(
         &self,
         input: Result<Self::Buffer, LocalFailure>,
         deadline: Option<Instant>,
-    ) -> Result<Self::Buffer, InterProcessError>;
+    ) -> Result<Self::Buffer, InterProcessError> {
+        self.collective(Collective::AllGather, input, 0, deadline)
+    }
 
     /// `root`'s `input` on every process (the others' inputs give only the length and type).
     fn broadcast(
@@ -82,5 +115,40 @@ pub trait InterProcess: Send + Sync {
         input: Result<Self::Buffer, LocalFailure>,
         root: usize,
         deadline: Option<Instant>,
-    ) -> Result<Self::Buffer, InterProcessError>;
+    ) -> Result<Self::Buffer, InterProcessError> {
+        self.collective(Collective::Broadcast { root }, input, 0, deadline)
+    }
+}
+
+/// A shared engine is an engine: several communicators (one after another, or a hierarchical
+/// communicator and the application) may use one.
+impl<I: InterProcess + ?Sized> InterProcess for Arc<I> {
+    type Buffer = I::Buffer;
+
+    fn process(&self) -> usize {
+        I::process(self)
+    }
+
+    fn processes(&self) -> usize {
+        I::processes(self)
+    }
+
+    fn collective(
+        &self,
+        collective: Collective,
+        input: Result<Self::Buffer, LocalFailure>,
+        tag: u64,
+        deadline: Option<Instant>,
+    ) -> Result<Self::Buffer, InterProcessError> {
+        I::collective(self, collective, input, tag, deadline)
+    }
+
+    fn agree(
+        &self,
+        status: Result<(), LocalFailure>,
+        tag: u64,
+        deadline: Option<Instant>,
+    ) -> Result<(), InterProcessError> {
+        I::agree(self, status, tag, deadline)
+    }
 }

@@ -1,21 +1,32 @@
 //! # ruccl-mpi
 //!
-//! ruCCL beyond one machine: the step between processes of a hierarchical communicator, on MPI
-//! (rsmpi over the system's Open MPI), over host memory.
+//! ruCCL beyond one machine: a [`HierarchicalCommunicator`] over every rank of every process of
+//! a job, whose step between processes runs on MPI (rsmpi over the system's Open MPI), over host
+//! memory.
 //!
-//! A process drives its local devices through the verified core; processes join through an
-//! established engine, never a home-made transport. [`InterProcess`] is that step as a trait
-//! (MPI here, NCCL later); [`MpiInterProcess`] implements it: all-reduce, reduce-scatter,
-//! all-gather and broadcast of a [`HostBuffer`] of every [`ElementType`](ruccl_core::ElementType)
-//! under every [`ReduceOperation`](ruccl_core::ReduceOperation).
+//! A process drives its local devices (one thread each) through the verified core's
+//! [`NativeCommunicator`](ruccl_core::NativeCommunicator); processes join through an established
+//! engine, never a home-made transport. An all-reduce is a local reduce-scatter, an
+//! inter-process all-reduce of the shards, a local all-gather; reduce-scatter, all-gather and
+//! broadcast compose the same way. Every collective agrees on a status across the job, so a
+//! failure on any rank of any process reaches every rank of every process as one
+//! [`HierarchicalError`] text, and a timeout anywhere is one [`HierarchicalError::TimedOut`]
+//! everywhere.
 //!
-//! What MPI alone does not give, and this crate adds:
+//! [`InterProcess`] is the step between processes as a trait (MPI here, NCCL later);
+//! [`MpiInterProcess`] implements it: all-reduce, reduce-scatter, all-gather and broadcast of a
+//! [`HostBuffer`] of every [`ElementType`](ruccl_core::ElementType) under every
+//! [`ReduceOperation`](ruccl_core::ReduceOperation). A device joins through [`StagingDevice`]
+//! (the simulated device and its fault decorator implement it), a buffer through
+//! [`LayoutBuffer`].
+//!
+//! What MPI alone does not give, and the engine adds:
 //!
 //! - **Agreement across processes.** Every collective first agrees on a status: a process that
 //!   failed locally still calls, with its error's text, and every process returns the same
 //!   error (the lowest failing process's text); calls that differ across processes (kind,
-//!   operation, type, length, root) are one shared [`InterProcessError::Mismatch`], not undefined
-//!   behaviour or a hang.
+//!   operation, type, length, root, the caller's tag) are one shared
+//!   [`InterProcessError::Mismatch`], not undefined behaviour or a hang.
 //! - **Deadlines.** On a communicator made with [`Waiting::Deadlines`], every wait is
 //!   non-blocking MPI plus a test loop bounded by the caller's deadline. MPI cannot cancel a
 //!   pending collective, so a timeout poisons the communicator (every later call fails fast with
@@ -34,20 +45,28 @@
 //!
 //! | module          | job                                                              |
 //! |-----------------|------------------------------------------------------------------|
+//! | `hierarchical`  | [`HierarchicalCommunicator`]: the phases, the meetings, the layouts |
 //! | `inter_process` | the [`InterProcess`] trait and its contract                      |
 //! | `engine`        | [`MpiRuntime`], [`MpiInterProcess`], [`Waiting`]: the trait on MPI |
 //! | `agreement`     | the status words and the verdict every process reads from them   |
 //! | `buffer`        | [`HostBuffer`]                                                    |
 //! | `error`         | [`InterProcessError`], [`LocalFailure`], [`CallDescription`]      |
+//! | [`report`]      | the perf binaries' sizes and nccl-tests-style tables              |
 
 mod agreement;
 mod buffer;
 mod engine;
 mod error;
+mod hierarchical;
 mod inter_process;
+pub mod report;
 
 pub use buffer::HostBuffer;
 pub use engine::communicator::{MpiInterProcess, Waiting};
 pub use engine::runtime::{MpiRuntime, lock_mpi};
 pub use error::{CallDescription, CollectiveKind, InterProcessError, LocalFailure};
+pub use hierarchical::{
+    HierarchicalCommunicator, HierarchicalError, HierarchicalOptions, LayoutBuffer, ProcessCall,
+    StagingDevice,
+};
 pub use inter_process::InterProcess;

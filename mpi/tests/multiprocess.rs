@@ -8,11 +8,12 @@
 //! scenario; a failing process prints its reasons. The exit code is non-zero if any scenario
 //! failed on any process. Every wait has a deadline.
 //!
-//! Arguments: a scenario name runs only that scenario; `--die` runs the process-death check
-//! instead (process 1 aborts during a collective; `run-tests.sh` checks that `mpirun` ends the
-//! job promptly and the survivors never return).
+//! Arguments: a scenario name runs only that scenario. (The process-death check runs with the
+//! hierarchical communicator's binary, `tests/hierarchical.rs --die`, whose ranks wait in this
+//! engine.)
 
-use half::{bf16, f16};
+mod common;
+use common::{buffer, input, reference, same_bits, value};
 use ruccl_core::{ElementType, ReduceOperation};
 use ruccl_mpi::{
     CallDescription, CollectiveKind, HostBuffer, InterProcess, InterProcessError, LocalFailure,
@@ -131,9 +132,6 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    if arguments.iter().any(|argument| argument == "--die") {
-        return process_death(&runtime);
-    }
     let filter = arguments.iter().find(|argument| !argument.starts_with('-'));
     let process = runtime.process();
     let processes = runtime.processes();
@@ -240,113 +238,6 @@ fn ensure(condition: bool, message: impl FnOnce() -> String) -> Outcome {
 }
 
 // ---- inputs and references ------------------------------------------------------------------
-
-/// Process `process`'s element `index` for `operation`: small values, so that every sum,
-/// product, minimum and maximum over a few processes is exact in every type (bf16 holds
-/// integers up to 256 exactly) and the reduction order cannot change a bit.
-fn value(process: usize, index: usize, element: ElementType, operation: ReduceOperation) -> f64 {
-    match operation {
-        ReduceOperation::Sum | ReduceOperation::Mean => {
-            ((process * 7 + index * 3) % 11) as f64 - 5.0
-        }
-        ReduceOperation::Product => {
-            let factors = if element.is_float() {
-                [1.0, -1.0, 2.0, 0.5]
-            } else {
-                [1.0, -1.0, 2.0, 3.0]
-            };
-            factors[(process + index) % 4]
-        }
-        ReduceOperation::Min | ReduceOperation::Max => {
-            ((process * 5 + index * 3) % 13) as f64 - 6.0
-        }
-    }
-}
-
-/// Exact small values as a buffer of `element`.
-fn buffer(element: ElementType, values: &[f64]) -> HostBuffer {
-    match element {
-        ElementType::F32 => HostBuffer::F32(values.iter().map(|v| *v as f32).collect()),
-        ElementType::F64 => HostBuffer::F64(values.to_vec()),
-        ElementType::F16 => HostBuffer::F16(values.iter().map(|v| f16::from_f64(*v)).collect()),
-        ElementType::BF16 => HostBuffer::BF16(values.iter().map(|v| bf16::from_f64(*v)).collect()),
-        ElementType::I32 => HostBuffer::I32(values.iter().map(|v| *v as i32).collect()),
-        ElementType::I64 => HostBuffer::I64(values.iter().map(|v| *v as i64).collect()),
-    }
-}
-
-fn input(
-    process: usize,
-    len: usize,
-    element: ElementType,
-    operation: ReduceOperation,
-) -> HostBuffer {
-    let values: Vec<f64> = (0..len)
-        .map(|i| value(process, i, element, operation))
-        .collect();
-    buffer(element, &values)
-}
-
-/// The reduction over `processes` processes' inputs, computed here on exact values; `Mean`
-/// divides the (exact) sum as the simulated device does: in the type, once, rounding toward
-/// zero for integers.
-fn reference(
-    processes: usize,
-    len: usize,
-    element: ElementType,
-    operation: ReduceOperation,
-) -> HostBuffer {
-    let fold = |index: usize| {
-        let values = (0..processes).map(|p| value(p, index, element, operation));
-        match operation {
-            ReduceOperation::Sum | ReduceOperation::Mean => values.sum::<f64>(),
-            ReduceOperation::Product => values.product::<f64>(),
-            ReduceOperation::Min => values.fold(f64::INFINITY, f64::min),
-            ReduceOperation::Max => values.fold(f64::NEG_INFINITY, f64::max),
-        }
-    };
-    let folded: Vec<f64> = (0..len).map(fold).collect();
-    let reduced = buffer(element, &folded);
-    if operation != ReduceOperation::Mean {
-        return reduced;
-    }
-    let count = processes as f32;
-    match reduced {
-        HostBuffer::F32(v) => HostBuffer::F32(v.into_iter().map(|x| x / count).collect()),
-        HostBuffer::F64(v) => {
-            HostBuffer::F64(v.into_iter().map(|x| x / processes as f64).collect())
-        }
-        HostBuffer::F16(v) => HostBuffer::F16(
-            v.into_iter()
-                .map(|x| f16::from_f32(x.to_f32() / count))
-                .collect(),
-        ),
-        HostBuffer::BF16(v) => HostBuffer::BF16(
-            v.into_iter()
-                .map(|x| bf16::from_f32(x.to_f32() / count))
-                .collect(),
-        ),
-        HostBuffer::I32(v) => {
-            HostBuffer::I32(v.into_iter().map(|x| x / processes as i32).collect())
-        }
-        HostBuffer::I64(v) => {
-            HostBuffer::I64(v.into_iter().map(|x| x / processes as i64).collect())
-        }
-    }
-}
-
-fn same_bits(actual: &HostBuffer, expected: &HostBuffer) -> bool {
-    fn bits<T: Copy, B: PartialEq>(a: &[T], b: &[T], f: impl Fn(T) -> B) -> bool {
-        a.len() == b.len() && a.iter().zip(b).all(|(x, y)| f(*x) == f(*y))
-    }
-    match (actual, expected) {
-        (HostBuffer::F32(a), HostBuffer::F32(b)) => bits(a, b, f32::to_bits),
-        (HostBuffer::F64(a), HostBuffer::F64(b)) => bits(a, b, f64::to_bits),
-        (HostBuffer::F16(a), HostBuffer::F16(b)) => bits(a, b, f16::to_bits),
-        (HostBuffer::BF16(a), HostBuffer::BF16(b)) => bits(a, b, bf16::to_bits),
-        (a, b) => a == b,
-    }
-}
 
 fn first_difference(actual: &HostBuffer, expected: &HostBuffer) -> String {
     let show = |buffer: &HostBuffer| {
@@ -676,6 +567,7 @@ fn mismatched_operations_across_processes_are_one_shared_error(
                 element: Some(ElementType::F32),
                 len: 8,
                 root: None,
+                tag: 0,
             })
             .collect(),
     };
@@ -712,6 +604,7 @@ fn mismatched_kinds_and_lengths_are_one_shared_error(
                 element: Some(ElementType::I64),
                 len: 5,
                 root: Some(0),
+                tag: 0,
             }
         } else {
             CallDescription {
@@ -721,6 +614,7 @@ fn mismatched_kinds_and_lengths_are_one_shared_error(
                 element: Some(ElementType::F32),
                 len: 4,
                 root: None,
+                tag: 0,
             }
         }
     };
@@ -873,34 +767,4 @@ fn communicators_made_with_different_waiting_modes_fail_everywhere(
         Err(error) => Err(format!("got `{error}`, expected a waiting-mode mismatch")),
         Ok(_) => Err("a communicator of mixed waiting modes was created".to_owned()),
     }
-}
-
-// ---- process death --------------------------------------------------------------------------
-
-/// Process 1 aborts while the others wait in an all-reduce with a long deadline. Open MPI ends
-/// the job: `mpirun` exits non-zero long before the deadline and no survivor returns (a
-/// survivor that returns prints `SURVIVOR RETURNED`, which run-tests.sh rejects).
-fn process_death(runtime: &MpiRuntime) -> ExitCode {
-    let comm = match runtime.communicator(Waiting::Deadlines, Some(Instant::now() + GENEROUS)) {
-        Ok(comm) => comm,
-        Err(error) => {
-            eprintln!("cannot create a communicator: {error}");
-            return ExitCode::FAILURE;
-        }
-    };
-    if comm.process() == 1 {
-        std::thread::sleep(Duration::from_millis(200));
-        eprintln!("[process 1] aborting on purpose");
-        std::process::abort();
-    }
-    let result = comm.all_reduce(
-        Ok(HostBuffer::F32(vec![1.0])),
-        ReduceOperation::Sum,
-        Some(Instant::now() + Duration::from_secs(60)),
-    );
-    println!(
-        "SURVIVOR RETURNED on process {}: {result:?}",
-        comm.process()
-    );
-    ExitCode::SUCCESS
 }

@@ -1,24 +1,33 @@
 //! # ruccl-perf
 //!
-//! The ruCCL tools, behind one command line, `ruccl-perf`: an nccl-tests-style all-reduce sweep
+//! The ruCCL tools, behind one command line, `ruccl-perf`: nccl-tests-style sweeps of every
+//! collective (`all-reduce-perf`, `reduce-scatter-perf`, `all-gather-perf`, `broadcast-perf`)
 //! over every backend — simulated devices by default, CUDA GPUs behind the `cuda` feature (and
-//! an NCCL baseline behind `nccl`) — and the fault-scenario runner, with JSON and Chrome-trace
-//! export. The only crate of the workspace with clap and serde: the libraries it drives
-//! (`ruccl-core`, `ruccl-sim`, `ruccl-cuda`) stay free of them.
+//! an NCCL baseline behind `nccl`) — and the fault-scenario runner, with streamed JSON and
+//! Chrome-trace export. The only crate of the workspace with clap and serde: the libraries it
+//! drives (`ruccl-core`, `ruccl-sim`, `ruccl-cuda`) stay free of them.
 //!
-//! | module        | job                                                                      |
-//! |---------------|--------------------------------------------------------------------------|
-//! | [`cli`]       | the command line: one argument struct per command, for every backend     |
-//! | [`backend`]   | the backends: build the device for a world, describe it                   |
-//! | [`sweep`]     | the sweep driver, its rows, table and JSON, nccl-tests' sizes             |
-//! | [`scenario`]  | the fault-scenario runner, its table and JSON                             |
-//! | [`trace`]     | Chrome trace-event export of the sim crate's tracer                       |
-//! | `nccl`        | (feature `nccl`) the NCCL baseline beside the CUDA backend                |
+//! | module          | job                                                                   |
+//! |-----------------|-----------------------------------------------------------------------|
+//! | [`cli`]         | the command line: one argument struct per kind of command; exit codes |
+//! | [`collectives`] | each collective as a small plug-in: names, per-rank counts            |
+//! | [`backend`]     | the backends: build the device (out of place, in place), describe it  |
+//! | [`sweep`]       | the sweep driver, its rows, table and JSON, nccl-tests' sizes         |
+//! | [`scenario`]    | the fault-scenario runner, its fault checks, table and JSON           |
+//! | [`memory`]      | what a measurement takes, against what the machine has                |
+//! | [`probe`]       | the tools' decorator: traffic of the plan in flight, trace slices     |
+//! | [`trace`]       | the Chrome trace-event file, streamed                                 |
+//! | [`stop`]        | stopping early: Ctrl-C, a closed output                               |
+//! | `nccl`          | (feature `nccl`) the NCCL baseline beside the CUDA backend            |
 
 pub mod backend;
 pub mod cli;
+pub mod collectives;
+pub mod memory;
 #[cfg(feature = "nccl")]
 pub mod nccl;
+pub mod probe;
 pub mod scenario;
+pub mod stop;
 pub mod sweep;
 pub mod trace;

@@ -1,4 +1,4 @@
-//! The NCCL baseline (feature `nccl`): the same all-reduce sweep through NCCL, one rank per GPU,
+//! The NCCL baseline (feature `nccl`): the same all-reduce sweeps through NCCL, one rank per GPU,
 //! driven from one thread with `ncclGroupStart`/`ncclGroupEnd`, for the perf table's comparison
 //! rows. NCCL refuses two ranks on one GPU, so it needs a machine with two or more.
 //!
@@ -8,10 +8,10 @@
 //! The buffers are the CUDA executor's own tensors (one rank per GPU, each in its GPU's primary
 //! context), put there and read back through its harness adapter.
 
-use crate::sweep::{PerfRow, SweepConfig};
+use crate::sweep::{Measured, PerfRow, SweepConfig};
 use cudarc::driver::DriverError;
 use cudarc::nccl::{result, sys};
-use ruccl_core::{DeviceId, ElementType, ReduceOperation, RingSchedule};
+use ruccl_core::{DeviceId, ElementType, LinkModel, Plan, ReduceOperation, TensorInfo};
 use ruccl_cuda::{CudaCollective, CudaConfig, CudaError, CudaTensor, DeviceMap};
 use ruccl_sim::HostTensors;
 use ruccl_sim::pattern::{self, Expected};
@@ -45,6 +45,9 @@ pub enum NcclBaselineError {
         /// The number of GPUs given.
         gpus: usize,
     },
+    /// NCCL has no data type for this element type.
+    #[error("NCCL has no data type for {0}")]
+    UnsupportedType(ElementType),
     /// An NCCL call failed.
     #[error("NCCL call {call} failed: {code:?}")]
     Nccl {
@@ -111,12 +114,12 @@ impl NcclBaseline {
         result::get_nccl_version().map_err(nccl("ncclGetVersion"))
     }
 
-    /// One row of `config`'s sweep at `bytes` per rank, as [`sweep`](crate::sweep::sweep) measures
-    /// it: every rank uploads the sim crate's [`pattern::input`]; with `config.check`, one
-    /// all-reduce whose result is compared with the reference (`#wrong`); then `config.warmup`
-    /// untimed and `config.iterations` timed all-reduces, in place. The world is this baseline's
-    /// (one rank per GPU), not `config.world`; `model` prices the ring schedule with
-    /// `config.link_model`, as the sweep does without a traffic ledger.
+    /// One row of `config`'s all-reduce sweep at `bytes` per rank, as
+    /// [`sweep`](crate::sweep::sweep) measures it: every rank uploads the sim crate's
+    /// [`pattern::input`]; `config.warmup` untimed and `config.iterations` timed all-reduces out
+    /// of place (into a second buffer) and then in place; with checks, one all-reduce each
+    /// compared with the reference (`#wrong`). The world is this baseline's (one rank per GPU),
+    /// not `config.world`; `model` prices the plan the default link model resolves.
     pub fn measure(
         &self,
         config: &SweepConfig,
@@ -125,69 +128,93 @@ impl NcclBaseline {
         let (element_type, operation) = (config.element_type, config.operation);
         let world = self.comms.len();
         let count = bytes / element_type.size();
-        let tensors = (0..world)
-            .map(|rank| {
-                let values = pattern::input(element_type, operation, rank, count);
-                self.device.upload(DeviceId::new(rank as u32), &values)
-            })
-            .collect::<Result<Vec<CudaTensor>, CudaError>>()?;
-        let mut wrong = None;
-        if config.check {
-            self.all_reduce(&tensors, element_type, operation, count)?;
-            let expected = Expected::new(element_type, operation, world);
-            let mut total = 0;
-            for tensor in &tensors {
-                total += expected.count_wrong(&self.device.download(tensor)?, count);
+        let upload = || {
+            (0..world)
+                .map(|rank| {
+                    let values = pattern::input(element_type, operation, rank, count);
+                    self.device.upload(DeviceId::new(rank as u32), &values)
+                })
+                .collect::<Result<Vec<CudaTensor>, CudaError>>()
+        };
+        let sends = upload()?;
+        let receives = upload()?;
+        let mut placements = Vec::with_capacity(2);
+        for in_place in [false, true] {
+            let targets = if in_place { &sends } else { &receives };
+            for _ in 0..config.warmup {
+                self.all_reduce(&sends, targets, element_type, operation, count)?;
             }
-            wrong = Some(total);
+            let start = Instant::now();
+            for _ in 0..config.iterations {
+                self.all_reduce(&sends, targets, element_type, operation, count)?;
+            }
+            let elapsed = start.elapsed();
+            let mut wrong = None;
+            if config.checks > 0 {
+                let fresh = upload()?;
+                let targets = if in_place { &fresh } else { &receives };
+                self.all_reduce(&fresh, targets, element_type, operation, count)?;
+                let expected = Expected::new(element_type, operation, world);
+                let mut total = 0;
+                for tensor in targets {
+                    total += expected.count_wrong(&self.device.download(tensor)?, count);
+                }
+                wrong = Some(total);
+            }
+            placements.push(Measured {
+                time_us: elapsed.as_secs_f64() * 1e6 / config.iterations.max(1) as f64,
+                wrong,
+            });
         }
-        for _ in 0..config.warmup {
-            self.all_reduce(&tensors, element_type, operation, count)?;
-        }
-        let start = Instant::now();
-        for _ in 0..config.iterations {
-            self.all_reduce(&tensors, element_type, operation, count)?;
-        }
-        let elapsed = start.elapsed();
-        let model_seconds = config
-            .link_model
-            .price_schedule(&RingSchedule::new(world, count), element_type.size());
+        let input = TensorInfo {
+            len: count,
+            element: element_type,
+        };
+        let model = LinkModel::default();
+        let plan =
+            Plan::with_model(config.collective(), config.algorithm, world, input, &model).ok();
         Ok(PerfRow {
+            collective: config.collective(),
+            element_type,
+            world,
             bytes: count * element_type.size(),
             count,
-            element_type,
-            operation,
-            world,
-            time_us: elapsed.as_secs_f64() * 1e6 / config.iterations.max(1) as f64,
-            wrong,
+            root: -1,
+            out_of_place: placements[0],
+            in_place: placements[1],
+            algorithm: None,
             traffic_ratio: None,
-            model_us: model_seconds * 1e6,
+            model_us: plan.map(|plan| model.plan_time(&plan, element_type.size()) * 1e6),
         })
     }
 
-    /// One in-place all-reduce over every rank's buffer, completed on the host.
+    /// One all-reduce from every rank's `sends` buffer into its `receives` buffer (the same
+    /// tensors: in place), completed on the host.
     fn all_reduce(
         &self,
-        tensors: &[CudaTensor],
+        sends: &[CudaTensor],
+        receives: &[CudaTensor],
         element_type: ElementType,
         operation: ReduceOperation,
         count: usize,
     ) -> Result<(), NcclBaselineError> {
         result::group_start().map_err(nccl("ncclGroupStart"))?;
+        let nccl_type = data_type(element_type)?;
         let mut queued = Ok(());
-        for (comm, tensor) in self.comms.iter().zip(tensors) {
-            let address = tensor.device_address() as *mut std::ffi::c_void;
-            let stream = tensor.stream();
-            // SAFETY: `address` holds `count` elements of `element_type` on this comm's GPU
-            // (allocated in its primary context, ordered on `stream`); send and receive alias,
-            // which NCCL supports (in place). The host waits for `stream` below before the
-            // tensor can be reused or freed.
+        for ((comm, send), receive) in self.comms.iter().zip(sends).zip(receives) {
+            let source = send.device_address() as *mut std::ffi::c_void;
+            let target = receive.device_address() as *mut std::ffi::c_void;
+            let stream = send.stream();
+            // SAFETY: both addresses hold `count` elements of `element_type` on this comm's GPU
+            // (allocated in its primary context, ordered on `stream`); they may alias, which
+            // NCCL supports (in place). The host waits for `stream` below before either tensor
+            // can be reused or freed.
             queued = unsafe {
                 result::all_reduce(
-                    address,
-                    address,
+                    source,
+                    target,
                     count,
-                    data_type(element_type),
+                    nccl_type,
                     reduce_op(operation),
                     *comm,
                     stream.cu_stream() as sys::cudaStream_t,
@@ -204,7 +231,7 @@ impl NcclBaseline {
             .map_err(nccl("ncclGroupEnd"));
         queued?;
         ended?;
-        for tensor in tensors {
+        for tensor in sends {
             tensor
                 .stream()
                 .synchronize()
@@ -228,15 +255,20 @@ impl Drop for NcclBaseline {
     }
 }
 
-fn data_type(element_type: ElementType) -> sys::ncclDataType_t {
-    match element_type {
+fn data_type(element_type: ElementType) -> Result<sys::ncclDataType_t, NcclBaselineError> {
+    Ok(match element_type {
         ElementType::F32 => sys::ncclDataType_t::ncclFloat32,
         ElementType::F64 => sys::ncclDataType_t::ncclFloat64,
         ElementType::F16 => sys::ncclDataType_t::ncclFloat16,
         ElementType::BF16 => sys::ncclDataType_t::ncclBfloat16,
         ElementType::I32 => sys::ncclDataType_t::ncclInt32,
         ElementType::I64 => sys::ncclDataType_t::ncclInt64,
-    }
+        ElementType::I8 => sys::ncclDataType_t::ncclInt8,
+        ElementType::U8 => sys::ncclDataType_t::ncclUint8,
+        ElementType::U32 => sys::ncclDataType_t::ncclUint32,
+        ElementType::U64 => sys::ncclDataType_t::ncclUint64,
+        other => return Err(NcclBaselineError::UnsupportedType(other)),
+    })
 }
 
 fn reduce_op(operation: ReduceOperation) -> sys::ncclRedOp_t {
@@ -268,8 +300,12 @@ mod tests {
     #[test]
     fn every_operation_and_type_maps_to_its_nccl_counterpart() {
         assert_eq!(
-            data_type(ElementType::BF16),
+            data_type(ElementType::BF16).unwrap(),
             sys::ncclDataType_t::ncclBfloat16
+        );
+        assert_eq!(
+            data_type(ElementType::U64).unwrap(),
+            sys::ncclDataType_t::ncclUint64
         );
         assert_eq!(reduce_op(ReduceOperation::Mean), sys::ncclRedOp_t::ncclAvg);
     }

@@ -1,20 +1,31 @@
-//! What `ruccl-perf` prints: the nccl-tests table, the JSON documents, the scenario rows, and
-//! trace files in the Chrome trace-event format with one track per rank.
+//! What `ruccl-perf` prints: nccl-tests' table with its out-of-place and in-place groups for
+//! every collective, the streamed JSON documents (written with what happened also when a run
+//! fails or is stopped), the scenario rows, and trace files in the Chrome trace-event format
+//! with one track per rank.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests assert by unwrapping
 
 use clap::Parser;
-use ruccl_perf::cli::{Cli, Verdict, execute};
+use ruccl_core::DeviceId;
+use ruccl_perf::backend::Devices;
+use ruccl_perf::cli::{Cli, CliError, Command, Verdict, execute, execute_with, sweeps_on};
+use ruccl_perf::collectives::ALL_REDUCE;
+use ruccl_perf::stop::{Stop, StopReason};
+use ruccl_perf::sweep::Places;
+use ruccl_sim::{FaultPlan, FaultyDevice, SimDevice};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 
+fn command(args: &[&str]) -> Command {
+    let argv = std::iter::once("ruccl-perf").chain(args.iter().copied());
+    Cli::try_parse_from(argv).unwrap().into_command()
+}
+
 /// Run `ruccl-perf ARGS`, returning the verdict and what it printed.
 fn ruccl_perf(args: &[&str]) -> (Verdict, String) {
-    let argv = std::iter::once("ruccl-perf").chain(args.iter().copied());
-    let command = Cli::try_parse_from(argv).unwrap().into_command();
     let mut out = Vec::new();
-    let verdict = execute(command, &mut out, false).unwrap();
+    let verdict = execute(command(args), &mut out, false).unwrap();
     (verdict, String::from_utf8(out).unwrap())
 }
 
@@ -23,65 +34,202 @@ fn temporary(name: &str) -> PathBuf {
     std::env::temp_dir().join(format!("ruccl-perf-{}-{name}.json", std::process::id()))
 }
 
+/// The table's rows, split into fields.
+fn rows(text: &str) -> Vec<Vec<&str>> {
+    text.lines()
+        .filter(|line| !line.starts_with('#'))
+        .map(|line| line.split_whitespace().collect())
+        .collect()
+}
+
 #[test]
-fn the_table_has_the_nccl_tests_columns_and_one_row_per_size() {
+fn the_table_has_nccl_tests_columns_both_groups_and_one_row_per_size() {
     let (verdict, text) = ruccl_perf(&[
         "-b", "8", "-e", "32K", "-f", "8", "-g", "3", "-n", "2", "-w", "1",
     ]);
     assert_eq!(verdict, Verdict::Passed);
     let header: Vec<&str> = text.lines().filter(|line| line.starts_with('#')).collect();
+    assert!(header.iter().any(|line| line.contains(
+        "# nThread 3 nGpus 1 minBytes 8 maxBytes 32768 step: 8(factor) warmup iters: 1 iters: 2 agg iters: 1 validation: 1 graph: 0"
+    )), "{text}");
+    let using = text
+        .find("# Using devices")
+        .expect("a # Using devices block");
+    let devices: Vec<&str> = text[using..]
+        .lines()
+        .skip(1)
+        .take_while(|line| line.starts_with("#  Rank"))
+        .collect();
+    assert_eq!(devices.len(), 3, "{text}");
+    assert!(devices[2].contains("Rank  2 Group  0 Pid") && devices[2].contains("device  2"));
     assert!(
         header
             .iter()
-            .any(|line| line.contains("nRanks 3 minBytes 8 maxBytes 32768"))
+            .any(|line| line.contains("out-of-place") && line.contains("in-place"))
     );
     let columns = header
         .iter()
         .find(|line| line.contains("redop"))
         .expect("a column header");
-    for column in [
-        "size", "count", "type", "redop", "time", "algbw", "busbw", "#wrong", "traffic", "model",
-    ] {
-        assert!(columns.contains(column), "{column} missing from {columns}");
-    }
+    let names: Vec<&str> = columns.split_whitespace().skip(1).collect();
+    assert_eq!(
+        names,
+        [
+            "size",
+            "count",
+            "type",
+            "redop",
+            "root",
+            "time",
+            "algbw",
+            "busbw",
+            "#wrong",
+            "time",
+            "algbw",
+            "busbw",
+            "#wrong",
+            "algorithm",
+            "traffic",
+            "model"
+        ]
+    );
     assert!(text.contains("# Out of bounds values : 0 OK"), "{text}");
-    assert!(text.contains("# Avg bus bandwidth"), "{text}");
-    let rows: Vec<Vec<&str>> = text
-        .lines()
-        .filter(|line| !line.starts_with('#'))
-        .map(|line| line.split_whitespace().collect())
-        .collect();
+    assert!(text.contains("# Avg bus bandwidth    : "), "{text}");
+    assert!(!text.contains("-0.00"), "{text}");
+    let rows = rows(&text);
     // 8, 64, 512, 4K, 32K bytes.
     let sizes: Vec<&str> = rows.iter().map(|row| row[0]).collect();
     assert_eq!(sizes, ["8", "64", "512", "4096", "32768"]);
     for row in &rows {
-        assert_eq!(row.len(), 10, "{row:?}");
+        assert_eq!(row.len(), 16, "{row:?}");
         let bytes: usize = row[0].parse().unwrap();
         assert_eq!(row[1].parse::<usize>().unwrap(), bytes / 4);
-        assert_eq!((row[2], row[3]), ("float", "sum"));
-        for number in [row[4], row[5], row[6], row[9]] {
+        assert_eq!((row[2], row[3], row[4]), ("float", "sum", "-1"));
+        for number in [row[5], row[6], row[7], row[9], row[10], row[11], row[15]] {
             assert!(number.parse::<f64>().unwrap() >= 0.0, "{row:?}");
         }
-        assert_eq!(row[7], "0", "#wrong");
-        // Three ranks: the ring meets the bound exactly when 3 divides the count.
-        let ratio: f64 = row[8].parse().unwrap();
-        assert!((1.0..1.5).contains(&ratio), "{row:?}");
+        assert_eq!((row[8], row[12]), ("0", "0"), "#wrong");
+        assert!(
+            ["direct", "ring", "halving-doubling"].contains(&row[13]),
+            "{row:?}"
+        );
+        let ratio: f64 = row[14].parse().unwrap();
+        assert!(ratio >= 1.0, "{row:?}");
     }
+}
+
+#[test]
+fn every_collective_prints_its_own_table() {
+    for (subcommand, redop, root) in [
+        ("reduce-scatter-perf", "sum", "-1"),
+        ("all-gather-perf", "none", "-1"),
+        ("broadcast-perf", "none", "2"),
+    ] {
+        let (verdict, text) = ruccl_perf(&[
+            subcommand, "-b", "96", "-e", "6K", "-f", "8", "-g", "3", "-n", "2", "-w", "1", "-r",
+            "2", "-o", "sum", "-A", "ring",
+        ]);
+        assert_eq!(verdict, Verdict::Passed, "{text}");
+        let name = subcommand.trim_end_matches("-perf").replace('-', "_");
+        assert!(
+            text.starts_with(&format!("# ruccl-perf {name}_perf")),
+            "{text}"
+        );
+        for row in rows(&text) {
+            assert_eq!((row[3], row[4]), (redop, root), "{subcommand}: {row:?}");
+            assert_eq!((row[8], row[12], row[13]), ("0", "0", "ring"), "{row:?}");
+            // The ring meets reduce-scatter's and all-gather's bounds when 3 divides the counts;
+            // a ring broadcast's root sends its scatter and then takes part in the all-gather.
+            let ratio: f64 = row[14].parse().unwrap();
+            if root == "-1" {
+                assert_eq!(row[14], "1.00", "{subcommand}: {row:?}");
+            } else {
+                assert!((1.0..2.0).contains(&ratio), "{subcommand}: {row:?}");
+            }
+        }
+        let ignored = if root == "-1" {
+            "# -r ignored"
+        } else {
+            "# -o ignored"
+        };
+        assert!(text.contains(ignored), "{text}");
+    }
+}
+
+#[test]
+fn sizes_rounded_down_as_nccl_tests_are_said_so() {
+    let (_, text) = ruccl_perf(&[
+        "all-gather-perf",
+        "-b",
+        "100",
+        "-e",
+        "100",
+        "-g",
+        "4",
+        "-n",
+        "1",
+    ]);
+    assert!(
+        text.contains("# sizes are rounded down to whole float elements in 4 equal blocks, as nccl-tests does: 100 B is measured as 96 B"),
+        "{text}"
+    );
+    assert_eq!(rows(&text)[0][0], "96");
+    let (_, text) = ruccl_perf(&["-b", "8", "-e", "64", "-n", "1"]);
+    assert!(!text.contains("rounded down"), "{text}");
 }
 
 #[test]
 fn an_unchecked_sweep_prints_not_available() {
     let (verdict, text) = ruccl_perf(&["-b", "64", "-e", "64", "-n", "1", "-c", "0"]);
     assert_eq!(verdict, Verdict::Passed);
-    let row = text.lines().find(|line| !line.starts_with('#')).unwrap();
-    assert!(row.contains("N/A"), "{row}");
+    let row = &rows(&text)[0];
+    assert_eq!((row[8], row[12]), ("N/A", "N/A"), "{row:?}");
     assert!(text.contains("Out of bounds values : N/A"), "{text}");
 }
 
 #[test]
-fn the_json_document_has_every_row() {
+fn a_linear_sweep_steps_by_bytes() {
     let (_, text) = ruccl_perf(&[
-        "all-reduce-perf",
+        "-b", "1K", "-e", "4K", "-f", "1", "-i", "1K", "-n", "1", "-w", "0",
+    ]);
+    assert!(text.contains("step: 1024(bytes)"), "{text}");
+    let sizes: Vec<&str> = rows(&text).iter().map(|row| row[0]).collect();
+    assert_eq!(sizes, ["1024", "2048", "3072", "4096"]);
+}
+
+#[test]
+fn every_type_and_operation_share_one_table_and_footer() {
+    let (verdict, text) = ruccl_perf(&[
+        "-b",
+        "8",
+        "-e",
+        "64",
+        "-f",
+        "8",
+        "-g",
+        "3",
+        "-n",
+        "1",
+        "-w",
+        "0",
+        "-d",
+        "half,int64",
+        "-o",
+        "all",
+    ]);
+    assert_eq!(verdict, Verdict::Passed);
+    assert_eq!(text.matches("nThread 3").count(), 1, "{text}");
+    assert_eq!(text.matches("# Out of bounds values : 0 OK").count(), 1);
+    let rows = rows(&text);
+    assert_eq!(rows.len(), 2 * 5 * 2, "{text}");
+    let kinds: BTreeSet<(&str, &str)> = rows.iter().map(|row| (row[2], row[3])).collect();
+    assert_eq!(kinds.len(), 10);
+}
+
+#[test]
+fn the_json_document_has_every_row_and_what_happened() {
+    let (_, text) = ruccl_perf(&[
+        "all-gather-perf",
         "-b",
         "1K",
         "-e",
@@ -92,18 +240,16 @@ fn the_json_document_has_every_row() {
         "2",
         "-d",
         "double",
-        "-o",
-        "max",
         "-n",
         "2",
         "--json",
     ]);
     let document: Value = serde_json::from_str(&text).unwrap();
-    assert_eq!(document["command"], "all-reduce-perf");
+    assert_eq!(document["command"], "all_gather_perf");
     assert_eq!(document["world"], 2);
-    assert_eq!(document["type"], "double");
-    assert_eq!(document["redop"], "max");
+    assert_eq!(document["algorithm"], "auto");
     assert_eq!(document["wrong_total"], 0);
+    assert_eq!(document["outcome"]["status"], "passed");
     assert!(document["link_model"]["alpha_us"].as_f64().unwrap() > 0.0);
     let rows = document["rows"].as_array().unwrap();
     let sizes: Vec<u64> = rows
@@ -112,15 +258,19 @@ fn the_json_document_has_every_row() {
         .collect();
     assert_eq!(sizes, [1024, 4096, 16384]);
     for row in rows {
+        assert_eq!(row["type"], "double");
+        assert_eq!(row["redop"], "none");
         assert_eq!(
-            row["count"].as_u64().unwrap() * 8,
+            row["count"].as_u64().unwrap() * 8 * 2,
             row["bytes"].as_u64().unwrap()
         );
-        assert_eq!(row["wrong"], 0);
-        assert_eq!(row["traffic_ratio"], 1.0);
-        for field in ["time_us", "algbw_gbps", "busbw_gbps", "model_us"] {
-            assert!(row[field].as_f64().unwrap() >= 0.0, "{field}");
+        for place in ["out_of_place", "in_place"] {
+            assert_eq!(row[place]["wrong"], 0);
+            for field in ["time_us", "algbw_gbps", "busbw_gbps"] {
+                assert!(row[place][field].as_f64().unwrap() >= 0.0, "{field}");
+            }
         }
+        assert_eq!(row["traffic_ratio"], 1.0);
     }
 }
 
@@ -134,38 +284,45 @@ fn a_scenario_prints_one_row_per_generation_with_the_shared_error() {
         "5",
         "-l",
         "1000",
+        "-A",
+        "ring",
         "--fault",
-        "exchange:step=2:rank=1:gen=3:panic",
+        "exchange:step=2:gen=3:panic",
         "--fault",
         "prepare:rank=2:gen=1:error",
     ]);
     // Injected faults are delivered to every rank alike: that is a pass.
     assert_eq!(verdict, Verdict::Passed);
     assert!(
-        text.contains("# faults: exchange:step=2:rank=1:gen=3:panic,prepare:rank=2:gen=1:error")
+        text.contains("# faults: exchange:step=2:gen=3:panic,prepare:rank=2:gen=1:error"),
+        "{text}"
     );
-    let rows: Vec<&str> = text.lines().filter(|line| !line.starts_with('#')).collect();
+    let rows = rows(&text);
     assert_eq!(rows.len(), 5, "{text}");
     for (generation, row) in rows.iter().enumerate() {
-        let fields: Vec<&str> = row.split_whitespace().collect();
-        assert_eq!(fields[0], generation.to_string());
+        let line = row.join(" ");
+        assert_eq!(row[0], generation.to_string());
         match generation {
             1 => {
-                assert_eq!((fields[1], fields[2]), ("none", "0"), "{row}");
-                assert!(row.contains("injected error in prepare on rank 2"), "{row}");
+                assert_eq!((row[1], row[2], row[4]), ("none", "-", "0"), "{line}");
+                assert!(
+                    line.contains("injected error in prepare on rank 2"),
+                    "{line}"
+                );
             }
             3 => {
-                // Steps 0 and 1 completed: 2 of the 6 steps' elements.
+                // Steps 0 and 1 completed: each rank sent 250 of the bound's 1500.
                 assert_eq!(
-                    (fields[1], fields[2], fields[3]),
-                    ("none", "2000", "6000"),
-                    "{row}"
+                    (row[1], row[2], row[4], row[5]),
+                    ("none", "ring", "500", "1500"),
+                    "{line}"
                 );
-                assert!(row.contains("injected panic in exchange step 2"), "{row}");
+                assert!(line.contains("injected panic in exchange step 2"), "{line}");
             }
             _ => {
-                assert_eq!(&fields[1..6], ["0-3", "6000", "6000", "1.00", "0"], "{row}");
-                assert!(row.ends_with(" -"), "{row}");
+                assert_eq!(&row[1..3], ["0-3", "ring"], "{line}");
+                assert_eq!(&row[4..8], ["1500", "1500", "1.00", "0"], "{line}");
+                assert!(line.ends_with(" -"), "{line}");
             }
         }
     }
@@ -173,22 +330,28 @@ fn a_scenario_prints_one_row_per_generation_with_the_shared_error() {
         text.contains("3 ok, 2 failed on every rank alike, 0 disagreed"),
         "{text}"
     );
+    assert!(text.contains("# mean time per generation:"), "{text}");
 }
 
 #[test]
-fn a_scenario_as_json() {
+fn a_scenario_of_any_collective_as_json() {
     let (_, text) = ruccl_perf(&[
         "run",
+        "--collective",
+        "reduce-scatter",
         "-g",
         "2",
         "-n",
         "3",
+        "-l",
+        "64",
         "--fault",
         "finish:gen=1:error",
         "--json",
     ]);
     let document: Value = serde_json::from_str(&text).unwrap();
     assert_eq!(document["command"], "run");
+    assert_eq!(document["collective"], "reduce-scatter(sum)");
     assert_eq!(document["faults"], "finish:gen=1:error");
     let rows = document["rows"].as_array().unwrap();
     assert_eq!(rows.len(), 3);
@@ -203,12 +366,15 @@ fn a_scenario_as_json() {
     assert_eq!(rows[1]["errors"].as_array().unwrap().len(), 2);
     for row in rows {
         assert_eq!(row["agreed"], true);
-        assert_eq!(row["lower_bound"], 2 * 1024);
     }
+    assert_eq!(document["lower_bound"], 32.0);
+    assert_eq!(document["summary"]["ok"], 2);
+    assert_eq!(document["outcome"]["status"], "passed");
 }
 
-/// Parse a trace file and check the trace-event format; returns the complete events.
-fn trace_events(path: &PathBuf, world: usize) -> Vec<Value> {
+/// Parse a trace file and check the trace-event format; returns the complete events and the
+/// outcome it ends with.
+fn trace_events(path: &PathBuf, world: usize) -> (Vec<Value>, Value) {
     let text = std::fs::read_to_string(path).unwrap();
     std::fs::remove_file(path).unwrap();
     let document: Value = serde_json::from_str(&text).unwrap();
@@ -241,7 +407,7 @@ fn trace_events(path: &PathBuf, world: usize) -> Vec<Value> {
         assert!(event["tid"].as_u64().unwrap() < world as u64, "{event}");
         assert!(event["ts"].as_f64().unwrap() >= 0.0 && event["dur"].as_f64().unwrap() >= 0.0);
     }
-    complete
+    (complete, document["otherData"]["outcome"].clone())
 }
 
 /// How many complete events of each name each track has.
@@ -268,10 +434,15 @@ fn a_scenario_trace_has_one_track_per_rank_and_a_slice_per_phase_and_step() {
         "3",
         "-n",
         "4",
+        "-l",
+        "1026",
+        "-A",
+        "ring",
         "--trace",
         path.to_str().unwrap(),
     ]);
-    let events = trace_events(&path, world);
+    let (events, outcome) = trace_events(&path, world);
+    assert_eq!(outcome["status"], "passed");
     let counts = per_track(&events);
     for rank in 0..world as u64 {
         assert_eq!(counts[&(rank, "all_reduce".to_owned())], generations);
@@ -285,24 +456,24 @@ fn a_scenario_trace_has_one_track_per_rank_and_a_slice_per_phase_and_step() {
             .map(|(_, count)| count)
             .sum()
     };
-    // One ring per generation, on whichever rank arrived last.
+    // One plan per generation, on whichever rank arrived last.
     for name in ["ring", "begin", "finish"] {
         assert_eq!(total(name), generations, "{name}");
     }
     for step in 0..2 * (world - 1) {
-        let phase = if step < world - 1 {
-            "reduce-scatter"
+        let kind = if step < world - 1 {
+            "combine"
         } else {
-            "all-gather"
+            "overwrite"
         };
-        assert_eq!(total(&format!("exchange {step} ({phase})")), generations);
+        assert_eq!(total(&format!("exchange {step} ({kind})")), generations);
     }
-    // Slices nest: every exchange lies within a ring on its track, every ring within a call.
+    // Slices nest: every exchange lies within a plan on its track, every plan within a call.
     let within = |inner: &Value, outer: &str| {
         events.iter().any(|event| {
             event["name"] == outer
                 && event["tid"] == inner["tid"]
-                && event["ts"].as_f64().unwrap() <= inner["ts"].as_f64().unwrap()
+                && event["ts"].as_f64().unwrap() <= inner["ts"].as_f64().unwrap() + 1e-3
                 && inner["ts"].as_f64().unwrap() + inner["dur"].as_f64().unwrap()
                     <= event["ts"].as_f64().unwrap() + event["dur"].as_f64().unwrap() + 1e-3
         })
@@ -310,11 +481,12 @@ fn a_scenario_trace_has_one_track_per_rank_and_a_slice_per_phase_and_step() {
     for event in &events {
         if event["cat"] == "step" {
             assert!(within(event, "ring"), "{event}");
-            // Every step sends one chunk per rank: the whole tensor.
-            assert_eq!(event["args"]["elements"], 1024);
+            // Every ring step sends one chunk per rank: the whole tensor.
+            assert_eq!(event["args"]["elements"], 1026);
         }
         if event["name"] == "ring" {
             assert!(within(event, "all_reduce"), "{event}");
+            assert_eq!(event["args"]["elements"], 4 * 1026);
         }
     }
 }
@@ -338,50 +510,115 @@ fn a_sweep_trace_covers_every_generation() {
         "--trace",
         path.to_str().unwrap(),
     ]);
-    let events = trace_events(&path, 2);
+    let (events, _) = trace_events(&path, 2);
     let counts = per_track(&events);
-    // Two sizes × (1 check + 1 warm-up + 3 timed) generations.
-    assert_eq!(counts[&(0, "all_reduce".to_owned())], 10);
-    assert_eq!(counts[&(1, "all_reduce".to_owned())], 10);
-    let rings: usize = (0..2)
-        .map(|rank| counts.get(&(rank, "ring".to_owned())).copied().unwrap_or(0))
-        .sum();
-    assert_eq!(rings, 10);
+    // Warm-up at 256 and 64 B (1 each), then two sizes × two placements × (sync, 3 timed, 1
+    // check).
+    let calls = 2 + 2 * 2 * 5;
+    assert_eq!(counts[&(0, "all_reduce".to_owned())], calls);
+    assert_eq!(counts[&(1, "all_reduce".to_owned())], calls);
 }
 
 #[test]
-fn every_type_and_operation_gets_its_own_table_or_document() {
-    let (verdict, text) = ruccl_perf(&[
+fn a_failed_run_still_writes_its_json_document_and_trace_and_says_it_failed() {
+    // A device whose sixth exchange fails, on both placements: the sweep stops there.
+    let path = temporary("failed");
+    let args = match command(&[
         "-b",
         "8",
         "-e",
         "64",
-        "-f",
-        "8",
         "-g",
         "3",
         "-n",
-        "1",
+        "2",
         "-w",
         "0",
-        "-d",
-        "half,int64",
-        "-o",
-        "all",
-    ]);
-    assert_eq!(verdict, Verdict::Passed);
-    let headers = text
-        .lines()
-        .filter(|line| line.contains("nRanks 3"))
-        .count();
-    assert_eq!(headers, 2 * 5, "{text}");
-    assert_eq!(text.matches("# Out of bounds values : 0 OK").count(), 10);
-    let (_, text) = ruccl_perf(&[
-        "-b", "8", "-e", "8", "-g", "2", "-n", "1", "-w", "0", "-d", "float", "-o", "sum,max",
         "--json",
-    ]);
-    let documents: Value = serde_json::from_str(&text).unwrap();
-    let documents = documents.as_array().unwrap();
-    assert_eq!(documents.len(), 2);
-    assert_eq!(documents[1]["redop"], "max");
+        "--trace",
+        path.to_str().unwrap(),
+    ]) {
+        Command::AllReducePerf(args) => args,
+        other => panic!("{other:?}"),
+    };
+    let ranks: Vec<DeviceId> = (0..3).map(DeviceId::new).collect();
+    let plan: FaultPlan = "exchange:gen=5:error".parse().unwrap();
+    let faulty = |in_place| {
+        let device = SimDevice::builder().in_place(in_place).build();
+        FaultyDevice::new(device, ranks.clone(), plan.clone())
+    };
+    let places = Places {
+        out_of_place: faulty(false),
+        in_place: faulty(true),
+    };
+    let devices = Devices {
+        world: 3,
+        description: "faulty simulated devices".to_owned(),
+        title: Vec::new(),
+        using_devices: Vec::new(),
+        ledger: None,
+        host_copies: 5,
+    };
+    let mut out = Vec::new();
+    let stop = Stop::new();
+    let failure = sweeps_on(&ALL_REDUCE, &args, &places, &devices, &mut out, &stop).unwrap_err();
+    assert!(matches!(failure, CliError::Sweep(_)), "{failure:?}");
+    assert_eq!(failure.exit_code(), 1);
+    assert!(
+        failure.to_string().starts_with("the run failed: "),
+        "{failure}"
+    );
+    let document: Value = serde_json::from_slice(&out).unwrap();
+    assert_eq!(document["outcome"]["status"], "failed");
+    let message = document["outcome"]["message"].as_str().unwrap();
+    assert!(message.contains("injected error in exchange"), "{message}");
+    let (_, outcome) = trace_events(&path, 3);
+    assert_eq!(outcome["status"], "failed");
+}
+
+#[test]
+fn a_stopped_run_writes_its_json_document_and_trace_with_why() {
+    for command_line in [
+        &["-b", "8", "-e", "1K", "--json"][..],
+        &["run", "-n", "1000", "--json"][..],
+    ] {
+        let path = temporary("stopped");
+        let mut argv = command_line.to_vec();
+        argv.extend(["--trace", path.to_str().unwrap()]);
+        let stop = Stop::new();
+        stop.request(StopReason::Interrupted);
+        let mut out = Vec::new();
+        let verdict = execute_with(command(&argv), &mut out, false, &stop).unwrap();
+        assert_eq!(verdict, Verdict::Stopped(StopReason::Interrupted));
+        let document: Value = serde_json::from_slice(&out).unwrap();
+        assert_eq!(document["outcome"]["status"], "interrupted", "{argv:?}");
+        let (_, outcome) = trace_events(&path, 4);
+        assert_eq!(outcome["status"], "interrupted");
+    }
+}
+
+#[test]
+fn a_trace_path_that_cannot_be_written_is_refused_before_anything_runs() {
+    for argv in [
+        &[
+            "-b",
+            "8",
+            "-e",
+            "8",
+            "--trace",
+            "/nonexistent/ruccl/trace.json",
+        ][..],
+        &["run", "--trace", "/nonexistent/ruccl/trace.json"][..],
+    ] {
+        let mut out = Vec::new();
+        let failure = execute(command(argv), &mut out, false).unwrap_err();
+        assert_eq!(failure.exit_code(), 2, "{failure:?}");
+        assert!(
+            failure
+                .to_string()
+                .contains("/nonexistent/ruccl/trace.json"),
+            "{failure}"
+        );
+        assert!(out.is_empty(), "{}", String::from_utf8_lossy(&out));
+    }
 }

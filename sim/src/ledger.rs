@@ -27,6 +27,9 @@ pub struct StepTraffic {
     pub combine: bool,
     /// Every link that carried something, ordered by `(from, to)`.
     pub links: Vec<LinkTraffic>,
+    /// Elements the device copied aside before writing, because the step overwrites them on
+    /// their sender ([`Step::copied_aside`]); memory traffic on a shared link, none on a link.
+    pub copied_aside: usize,
 }
 
 impl StepTraffic {
@@ -40,6 +43,7 @@ impl StepTraffic {
         }
         Self {
             combine: step.combine,
+            copied_aside: step.copied_aside(),
             links: links
                 .into_iter()
                 .map(|((from, to), elements)| LinkTraffic { from, to, elements })
@@ -71,10 +75,10 @@ impl StepTraffic {
     }
 
     /// The elements on the step's busiest link under `links` (see [`Links`]): the most any rank
-    /// sent or received, or the step's total on a shared link.
+    /// sent or received, or the step's total and its copies aside on a shared link.
     pub fn busiest_elements(&self, links: Links) -> usize {
         match links {
-            Links::Shared => self.total_elements(),
+            Links::Shared => self.total_elements() + self.copied_aside,
             _ => {
                 let mut per_rank: BTreeMap<usize, (usize, usize)> = BTreeMap::new();
                 for link in &self.links {

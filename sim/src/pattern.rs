@@ -1,5 +1,11 @@
-//! The perf check: inputs whose all-reduce every element type computes exactly, and a streaming
-//! count of the elements that differ (`#wrong` in the perf tool's table).
+//! The perf check: inputs whose collective every element type computes exactly, a streaming
+//! count of the elements that differ (`#wrong` in the perf tool's table), and a fingerprint of an
+//! output's bits (so a harness can count the ranks whose all-reduce bits differ from rank 0's).
+//!
+//! [`input`] and [`Expected`] are the all-reduce's; [`collective_input`] and [`Check`] cover every
+//! [`Collective`]: a reduce-scatter's rank `r` must hold block `r` of the same reduction, an
+//! all-gather's block `b` must hold rank `b`'s input and a broadcast's output the root's. A
+//! `seed` shifts the pattern along the index, so repeated checks (`-c N`) see other data.
 //!
 //! Every input element is a small integer, chosen per operation so that every partial result of
 //! the ring, in whatever order a device combines, is an integer that even bf16 represents
@@ -17,7 +23,7 @@
 use crate::conformance::reference::{epsilon, reduce_integer_column, reduce_integers};
 use crate::host::{ElementType, HostValues};
 use half::{bf16, f16};
-use ruccl_core::ReduceOperation;
+use ruccl_core::{Collective, ReduceOperation};
 
 /// The largest world the check is exact for (bf16 holds integers up to 256 exactly).
 pub const MAX_CHECKED_WORLD: usize = 64;
@@ -138,41 +144,17 @@ impl Expected {
         if values.element_type() != self.element_type || values.len() != length {
             return length.max(values.len()) as u64;
         }
-        let wrong = match values {
-            HostValues::F32(values) => self.count(values, |&value| f64::from(value)),
-            HostValues::F64(values) => self.count(values, |&value| value),
-            HostValues::F16(values) => self.count(values, |&value| f64::from(value)),
-            HostValues::BF16(values) => self.count(values, |&value| f64::from(value)),
-            HostValues::I32(values) => self.count(values, |&value| f64::from(value)),
-            HostValues::I64(values) => self.count(values, |&value| value as f64),
-            HostValues::I8(values) => self.count(values, |&value| f64::from(value)),
-            HostValues::U8(values) => self.count(values, |&value| f64::from(value)),
-            HostValues::U32(values) => self.count(values, |&value| f64::from(value)),
-            HostValues::U64(values) => self.count(values, |&value| value as f64),
-        };
-        wrong as u64
+        self.count_wrong_from(values, 0)
     }
 
-    fn count<T>(&self, values: &[T], widen: impl Fn(&T) -> f64) -> usize {
+    /// Wrong elements of `values`, whose element 0 holds the result at index `offset`.
+    fn count_wrong_from(&self, values: &HostValues, offset: usize) -> u64 {
         let tolerances: Vec<f64> = self
             .period
             .iter()
             .map(|&value| self.tolerance(value))
             .collect();
-        values
-            .chunks(self.period.len())
-            .map(|chunk| {
-                chunk
-                    .iter()
-                    .zip(self.period.iter().zip(&tolerances))
-                    .filter(|(value, (expected, tolerance))| {
-                        let distance = (widen(value) - **expected).abs();
-                        // A NaN distance is never within tolerance.
-                        distance.is_nan() || distance > **tolerance
-                    })
-                    .count()
-            })
-            .sum()
+        count_against(values, 0..values.len(), &self.period, offset, &tolerances)
     }
 }
 
@@ -195,9 +177,255 @@ fn reference_value(
             let column: Vec<i128> = (0..world)
                 .map(|rank| i128::from(input_integer(operation, rank, index)))
                 .collect();
-            reduce_integer_column(&column, operation, integer) as f64
+            let reduced = reduce_integer_column(&column, operation, integer);
+            if integer == ElementType::U64 {
+                // Compared as the same bits read as i64 (see `widen_u64`): exact in an f64.
+                reduced as u64 as i64 as f64
+            } else {
+                reduced as f64
+            }
         }
         _ => exact,
+    }
+}
+
+/// A u64 element as the check compares it: its bits read as an i64, so the pattern's values
+/// (small, or small negatives held modulo 2^64) stay exact in an f64, where values near 2^64
+/// would be 4096 apart.
+fn widen_u64(value: u64) -> f64 {
+    value as i64 as f64
+}
+
+/// The period of the pattern a copying collective (all-gather, broadcast) moves, in elements.
+const COPY_PERIOD: usize = 61;
+
+/// The integer rank `rank` contributes at `index` to a collective that copies (all-gather,
+/// broadcast): small, distinct per rank, exact in every element type.
+pub fn copy_integer(rank: usize, index: usize) -> i64 {
+    ((index * 7 + rank * 13) % COPY_PERIOD) as i64 - 30
+}
+
+/// The integer rank `rank` contributes at `index` of its input to `collective`.
+pub fn collective_integer(collective: Collective, rank: usize, index: usize) -> i64 {
+    match collective.operation() {
+        Some(operation) => input_integer(operation, rank, index),
+        None => copy_integer(rank, index),
+    }
+}
+
+/// The period, in elements, of what rank inputs to `collective` hold.
+fn collective_period(collective: Collective) -> usize {
+    collective.operation().map_or(COPY_PERIOD, period)
+}
+
+/// `integers` (one period, cycled from `offset` to `length` elements) as host values of
+/// `element_type`, rounded once to the type.
+fn cycled(element_type: ElementType, integers: &[i64], offset: usize, length: usize) -> HostValues {
+    let start = offset % integers.len().max(1);
+    let repeated = integers.iter().copied().cycle().skip(start).take(length);
+    match element_type {
+        ElementType::F32 => HostValues::F32(repeated.map(|value| value as f32).collect()),
+        ElementType::F64 => HostValues::F64(repeated.map(|value| value as f64).collect()),
+        ElementType::F16 => {
+            HostValues::F16(repeated.map(|value| f16::from_f64(value as f64)).collect())
+        }
+        ElementType::BF16 => {
+            HostValues::BF16(repeated.map(|value| bf16::from_f64(value as f64)).collect())
+        }
+        ElementType::I32 => HostValues::I32(repeated.map(|value| value as i32).collect()),
+        ElementType::I64 => HostValues::I64(repeated.collect()),
+        ElementType::I8 => HostValues::I8(repeated.map(|value| value as i8).collect()),
+        ElementType::U8 => HostValues::U8(repeated.map(|value| value as u8).collect()),
+        ElementType::U32 => HostValues::U32(repeated.map(|value| value as u32).collect()),
+        ElementType::U64 => HostValues::U64(repeated.map(|value| value as u64).collect()),
+        // A type this crate does not know: f64 values, which the check counts as all wrong.
+        _ => HostValues::F64(repeated.map(|value| value as f64).collect()),
+    }
+}
+
+/// Rank `rank`'s input to `collective`: `length` elements of `element_type`, the pattern shifted
+/// by `seed` (with seed 0 and a reducing collective, the same as [`input`]).
+pub fn collective_input(
+    element_type: ElementType,
+    collective: Collective,
+    rank: usize,
+    length: usize,
+    seed: usize,
+) -> HostValues {
+    let one_period: Vec<i64> = (0..collective_period(collective))
+        .map(|index| collective_integer(collective, rank, index))
+        .collect();
+    cycled(element_type, &one_period, seed, length)
+}
+
+/// The integer `value` as `element_type` holds it, widened back (exact for the pattern's values;
+/// an unsigned type holds a negative one modulo 2^bits).
+fn stored(element_type: ElementType, value: i64) -> f64 {
+    match element_type {
+        ElementType::F32 => f64::from(value as f32),
+        ElementType::F16 => f64::from(f16::from_f64(value as f64)),
+        ElementType::BF16 => f64::from(bf16::from_f64(value as f64)),
+        ElementType::I32 => f64::from(value as i32),
+        ElementType::I8 => f64::from(value as i8),
+        ElementType::U8 => f64::from(value as u8),
+        ElementType::U32 => f64::from(value as u32),
+        ElementType::U64 => widen_u64(value as u64),
+        _ => value as f64,
+    }
+}
+
+/// What every rank must hold after `collective` of [`collective_input`]s (one seed) over
+/// `world` ranks: the perf tool's check for every collective.
+#[derive(Clone, Debug)]
+pub struct Check {
+    element_type: ElementType,
+    collective: Collective,
+    world: usize,
+    seed: usize,
+    /// A reducing collective: one period of exact results ([`Expected`]).
+    reduced: Option<Expected>,
+}
+
+impl Check {
+    /// The check of `collective` over `world` ranks for inputs made with `seed`.
+    pub fn new(
+        element_type: ElementType,
+        collective: Collective,
+        world: usize,
+        seed: usize,
+    ) -> Self {
+        let reduced = collective
+            .operation()
+            .map(|operation| Expected::new(element_type, operation, world));
+        Self {
+            element_type,
+            collective,
+            world,
+            seed,
+            reduced,
+        }
+    }
+
+    /// The number of elements of rank `rank`'s output `values` that differ from what it must
+    /// hold, for inputs of `input_len` elements; a length or element type other than the
+    /// collective's output makes every element of the longer of the two wrong.
+    pub fn count_wrong(&self, rank: usize, input_len: usize, values: &HostValues) -> u64 {
+        let length = self
+            .collective
+            .output_len(self.world, input_len)
+            .unwrap_or(0);
+        if values.element_type() != self.element_type || values.len() != length {
+            return length.max(values.len()) as u64;
+        }
+        match (self.collective, &self.reduced) {
+            (Collective::AllReduce(_), Some(expected)) => {
+                expected.count_wrong_from(values, self.seed)
+            }
+            (Collective::ReduceScatter(_), Some(expected)) => {
+                expected.count_wrong_from(values, self.seed + rank * length)
+            }
+            (Collective::AllGather, _) => {
+                let block = input_len.max(1);
+                (0..self.world)
+                    .map(|owner| {
+                        let start = owner * input_len;
+                        let end = (start + block).min(values.len());
+                        self.count_copied(values, start..end, owner)
+                    })
+                    .sum()
+            }
+            (Collective::Broadcast { root }, _) => self.count_copied(values, 0..length, root),
+            // A reducing collective always has its reduction; an unknown one checks nothing.
+            _ => 0,
+        }
+    }
+
+    /// Wrong elements of `values[range]`, which must hold rank `owner`'s input from its start.
+    fn count_copied(
+        &self,
+        values: &HostValues,
+        range: std::ops::Range<usize>,
+        owner: usize,
+    ) -> u64 {
+        let one_period: Vec<f64> = (0..COPY_PERIOD)
+            .map(|index| stored(self.element_type, copy_integer(owner, index)))
+            .collect();
+        count_against(
+            values,
+            range,
+            &one_period,
+            self.seed,
+            &vec![0.0; COPY_PERIOD],
+        )
+    }
+}
+
+/// Wrong elements of `values[range]` against `period` cycled from `offset`, each allowed its
+/// `tolerances` entry.
+fn count_against(
+    values: &HostValues,
+    range: std::ops::Range<usize>,
+    period: &[f64],
+    offset: usize,
+    tolerances: &[f64],
+) -> u64 {
+    fn count<T>(
+        values: &[T],
+        widen: impl Fn(&T) -> f64,
+        period: &[f64],
+        offset: usize,
+        tolerances: &[f64],
+    ) -> u64 {
+        let start = offset % period.len().max(1);
+        let reference = period.iter().zip(tolerances).cycle().skip(start);
+        values
+            .iter()
+            .zip(reference)
+            .filter(|(value, (expected, tolerance))| {
+                let distance = (widen(value) - **expected).abs();
+                // A NaN distance is never within tolerance.
+                distance.is_nan() || distance > **tolerance
+            })
+            .count() as u64
+    }
+    let range = range.start.min(values.len())..range.end.min(values.len());
+    match values {
+        HostValues::F32(v) => count(&v[range], |&x| f64::from(x), period, offset, tolerances),
+        HostValues::F64(v) => count(&v[range], |&x| x, period, offset, tolerances),
+        HostValues::F16(v) => count(&v[range], |&x| f64::from(x), period, offset, tolerances),
+        HostValues::BF16(v) => count(&v[range], |&x| f64::from(x), period, offset, tolerances),
+        HostValues::I32(v) => count(&v[range], |&x| f64::from(x), period, offset, tolerances),
+        HostValues::I64(v) => count(&v[range], |&x| x as f64, period, offset, tolerances),
+        HostValues::I8(v) => count(&v[range], |&x| f64::from(x), period, offset, tolerances),
+        HostValues::U8(v) => count(&v[range], |&x| f64::from(x), period, offset, tolerances),
+        HostValues::U32(v) => count(&v[range], |&x| f64::from(x), period, offset, tolerances),
+        HostValues::U64(v) => count(&v[range], |&x| widen_u64(x), period, offset, tolerances),
+    }
+}
+
+/// A 64-bit fingerprint of `values`' bits (and element type and length): two outputs with the
+/// same fingerprint hold, but for a vanishing chance, the same bits. A harness compares every
+/// rank's all-reduce output with rank 0's this way, in one pass and constant memory.
+pub fn fingerprint(values: &HostValues) -> u64 {
+    fn mix<T>(values: &[T], bits: impl Fn(&T) -> u64, seed: u64) -> u64 {
+        let mut hash = seed ^ (values.len() as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        for value in values {
+            hash = (hash ^ bits(value)).wrapping_mul(0x0000_0100_0000_01b3);
+            hash ^= hash >> 29;
+        }
+        hash
+    }
+    match values {
+        HostValues::F32(v) => mix(v, |x| u64::from(x.to_bits()), 1),
+        HostValues::F64(v) => mix(v, |x| x.to_bits(), 2),
+        HostValues::F16(v) => mix(v, |x| u64::from(x.to_bits()), 3),
+        HostValues::BF16(v) => mix(v, |x| u64::from(x.to_bits()), 4),
+        HostValues::I32(v) => mix(v, |&x| u64::from(x as u32), 5),
+        HostValues::I64(v) => mix(v, |&x| x as u64, 6),
+        HostValues::I8(v) => mix(v, |&x| u64::from(x as u8), 7),
+        HostValues::U8(v) => mix(v, |&x| u64::from(x), 8),
+        HostValues::U32(v) => mix(v, |&x| u64::from(x), 9),
+        HostValues::U64(v) => mix(v, |&x| x, 10),
     }
 }
 
@@ -259,6 +487,67 @@ mod tests {
         assert_eq!(
             input(ElementType::I64, operation, 1, 4),
             HostValues::I64(vec![-1, 0, 1, 2])
+        );
+    }
+
+    #[test]
+    fn every_collective_is_checked_against_its_own_layout() {
+        use super::{Check, collective_input, fingerprint};
+        use ruccl_core::Collective;
+        let world = 3;
+        let integers = |values: &HostValues| -> Vec<i64> {
+            (0..values.len())
+                .map(|index| values.get_f64(index).unwrap_or(f64::NAN) as i64)
+                .collect()
+        };
+        let inputs = |collective, length, seed| -> Vec<Vec<i64>> {
+            (0..world)
+                .map(|rank| {
+                    integers(&collective_input(
+                        ElementType::I64,
+                        collective,
+                        rank,
+                        length,
+                        seed,
+                    ))
+                })
+                .collect()
+        };
+        let seed = 5;
+        // Reduce-scatter: rank 1 holds block 1 of the sum.
+        let scatter = Collective::ReduceScatter(ReduceOperation::Sum);
+        let all = inputs(scatter, 12, seed);
+        let block: Vec<i64> = (4..8).map(|i| all.iter().map(|v| v[i]).sum()).collect();
+        let check = Check::new(ElementType::I64, scatter, world, seed);
+        assert_eq!(check.count_wrong(1, 12, &HostValues::I64(block.clone())), 0);
+        assert_eq!(check.count_wrong(2, 12, &HostValues::I64(block)), 4);
+        // All-gather: block b holds rank b's input.
+        let gather = inputs(Collective::AllGather, 5, seed);
+        let mut gathered: Vec<i64> = gather.concat();
+        let check = Check::new(ElementType::I64, Collective::AllGather, world, seed);
+        assert_eq!(
+            check.count_wrong(0, 5, &HostValues::I64(gathered.clone())),
+            0
+        );
+        gathered[7] += 1;
+        assert_eq!(check.count_wrong(0, 5, &HostValues::I64(gathered)), 1);
+        // Broadcast: the root's input, not another rank's.
+        let broadcast = Collective::Broadcast { root: 2 };
+        let sent = inputs(broadcast, 70, seed);
+        let check = Check::new(ElementType::I64, broadcast, world, seed);
+        assert_eq!(
+            check.count_wrong(0, 70, &HostValues::I64(sent[2].clone())),
+            0
+        );
+        assert!(check.count_wrong(0, 70, &HostValues::I64(sent[1].clone())) > 60);
+        // Bits, not values: -0.0 and +0.0 print differently.
+        assert_ne!(
+            fingerprint(&HostValues::F32(vec![0.0, 1.0])),
+            fingerprint(&HostValues::F32(vec![-0.0, 1.0]))
+        );
+        assert_eq!(
+            fingerprint(&HostValues::F32(vec![0.5; 9])),
+            fingerprint(&HostValues::F32(vec![0.5; 9]))
         );
     }
 }

@@ -56,6 +56,48 @@ pub struct Step {
 }
 
 impl Step {
+    /// The source ranges a device must read from a copy: every distinct `(from, range)` of a
+    /// transfer whose range overlaps a range some transfer of this step writes on `from`. Since
+    /// every transfer reads the state from before the step, those values must be set aside
+    /// before the first write (direct all-reduce: every rank's whole buffer); ring and
+    /// halving-doubling steps never need it. Sorted by `(from, start, end)`.
+    pub fn overwritten_sources(&self) -> Vec<(usize, Range<usize>)> {
+        let mut written: Vec<(usize, Range<usize>)> = self
+            .transfers
+            .iter()
+            .map(|transfer| (transfer.to, transfer.range.clone()))
+            .collect();
+        written.sort_unstable_by_key(|(to, range)| (*to, range.start));
+        let mut sources: Vec<(usize, Range<usize>)> = self
+            .transfers
+            .iter()
+            .filter(|transfer| {
+                // The writes on the sender, in start order: any that begins before this range
+                // ends and ends after it begins overlaps it.
+                let first = written.partition_point(|(to, _)| *to < transfer.from);
+                written[first..]
+                    .iter()
+                    .take_while(|(to, range)| {
+                        *to == transfer.from && range.start < transfer.range.end
+                    })
+                    .any(|(_, range)| range.end > transfer.range.start)
+            })
+            .map(|transfer| (transfer.from, transfer.range.clone()))
+            .collect();
+        sources.sort_unstable_by_key(|(from, range)| (*from, range.start, range.end));
+        sources.dedup();
+        sources
+    }
+
+    /// Elements of [`overwritten_sources`](Self::overwritten_sources): what a device copies
+    /// aside in this step.
+    pub fn copied_aside(&self) -> usize {
+        self.overwritten_sources()
+            .iter()
+            .map(|(_, range)| range.len())
+            .sum()
+    }
+
     /// A step with the non-empty ones of `transfers`, or `None` if none is.
     fn of(combine: bool, transfers: impl IntoIterator<Item = Transfer>) -> Option<Step> {
         let transfers: Vec<Transfer> = transfers

@@ -25,6 +25,7 @@
 use mpi::collective::SystemOperation;
 use mpi::traits::CommunicatorCollectives;
 use ruccl_core::ReduceOperation;
+use ruccl_mpi::report::{Row, library_version, parse_size, print_summary, print_table};
 use ruccl_mpi::{HostBuffer, MpiInterProcess, MpiRuntime, Waiting, lock_mpi};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
@@ -93,16 +94,6 @@ struct Options {
 const USAGE: &str = "usage: mpi-allreduce-perf [-b MINBYTES] [-e MAXBYTES] [-f FACTOR] [-n ITERS] [-w WARMUP] [-c 0|1] [-E mpi,mpi-nb,ruccl-b,ruccl,ruccl-dl]
   sizes take K, M, G suffixes (powers of 1024); defaults: -b 4 -e 64M -f 2 -n 20 -w 5 -c 1 -E mpi";
 
-fn parse_size(text: &str) -> Option<usize> {
-    let (digits, scale) = match text.chars().last()?.to_ascii_uppercase() {
-        'K' => (&text[..text.len() - 1], 1 << 10),
-        'M' => (&text[..text.len() - 1], 1 << 20),
-        'G' => (&text[..text.len() - 1], 1 << 30),
-        _ => (text, 1),
-    };
-    digits.parse::<usize>().ok()?.checked_mul(scale)
-}
-
 fn parse(arguments: &[String]) -> Result<Options, String> {
     let mut options = Options {
         min_bytes: 4,
@@ -146,14 +137,6 @@ fn parse(arguments: &[String]) -> Result<Options, String> {
         ));
     }
     Ok(options)
-}
-
-/// One engine's figures at one size.
-#[derive(Clone, Copy)]
-struct Row {
-    bytes: usize,
-    seconds: f64,
-    wrong: u64,
 }
 
 /// The runner: the world communicator for the baselines, a ruCCL communicator, this process.
@@ -379,83 +362,22 @@ fn main() -> ExitCode {
 }
 
 fn print_tables(options: &Options, processes: usize, tables: &[Vec<Row>]) {
-    let version = mpi::environment::library_version().unwrap_or_default();
-    let version = version
-        .lines()
-        .next()
-        .unwrap_or("")
-        .trim_matches(|c: char| c.is_whitespace() || c == char::from(0));
-    let bus = 2.0 * (processes as f64 - 1.0) / processes as f64;
+    let version = library_version();
     for (engine, rows) in options.engines.iter().zip(tables) {
-        println!("# mpi-allreduce-perf: {} ({version})", engine.describe());
-        println!(
-            "# nProcs {processes} minBytes {} maxBytes {} step: {}(factor) warmup iters: {} iters: {} validation: {}",
-            options.min_bytes,
-            options.max_bytes,
-            options.factor,
-            options.warmup,
-            options.iterations,
-            u8::from(options.check)
-        );
-        println!("#");
-        println!(
-            "# {:>10} {:>12} {:>8} {:>6} {:>10} {:>8} {:>8} {:>7}",
-            "size", "count", "type", "redop", "time", "algbw", "busbw", "#wrong"
-        );
-        println!(
-            "# {:>10} {:>12} {:>8} {:>6} {:>10} {:>8} {:>8} {:>7}",
-            "(B)", "(elements)", "", "", "(us)", "(GB/s)", "(GB/s)", ""
-        );
-        let mut busbw_sum = 0.0;
-        for row in rows {
-            let algbw = row.bytes as f64 / row.seconds / 1e9;
-            busbw_sum += algbw * bus;
-            println!(
-                "  {:>10} {:>12} {:>8} {:>6} {:>10.2} {:>8.2} {:>8.2} {:>7}",
-                row.bytes,
-                row.bytes / 4,
-                "float",
-                "sum",
-                row.seconds * 1e6,
-                algbw,
-                algbw * bus,
-                row.wrong
-            );
-        }
-        let wrong: u64 = rows.iter().map(|row| row.wrong).sum();
-        println!(
-            "# Out of bounds values : {wrong} {}",
-            if wrong == 0 { "OK" } else { "FAILED" }
-        );
-        println!(
-            "# Avg bus bandwidth    : {:.6}",
-            busbw_sum / rows.len().max(1) as f64
-        );
-        println!("#");
+        let heading = [
+            format!("mpi-allreduce-perf: {} ({version})", engine.describe()),
+            format!(
+                "nProcs {processes} minBytes {} maxBytes {} step: {}(factor) warmup iters: {} iters: {} validation: {}",
+                options.min_bytes,
+                options.max_bytes,
+                options.factor,
+                options.warmup,
+                options.iterations,
+                u8::from(options.check)
+            ),
+        ];
+        print_table(&heading, processes, rows);
     }
-    if tables.len() > 1 {
-        // One line per size: every engine's time, and its ratio to the first engine's.
-        print!(
-            "# summary: time (us), and ratio to {}\n# {:>10}",
-            options.engines[0].name(),
-            "size (B)"
-        );
-        for engine in &options.engines {
-            print!(" {:>10}", engine.name());
-        }
-        for engine in &options.engines[1..] {
-            print!(" {:>10}", format!("÷{}", engine.name()));
-        }
-        println!();
-        for (index, row) in tables[0].iter().enumerate() {
-            print!("  {:>10}", row.bytes);
-            for table in tables {
-                print!(" {:>10.2}", table[index].seconds * 1e6);
-            }
-            for table in &tables[1..] {
-                print!(" {:>10.2}", table[index].seconds / row.seconds);
-            }
-            println!();
-        }
-    }
+    let names: Vec<&str> = options.engines.iter().map(|engine| engine.name()).collect();
+    print_summary(&names, tables);
 }

@@ -41,7 +41,7 @@ use crate::inter_process::InterProcess;
 use mpi::ffi;
 use mpi::raw::AsRaw;
 use mpi::topology::SimpleCommunicator;
-use ruccl_core::{ElementType, ReduceOperation};
+use ruccl_core::{Collective, ElementType, ReduceOperation};
 use std::ffi::c_int;
 use std::sync::{Mutex, PoisonError};
 use std::time::Instant;
@@ -123,8 +123,23 @@ impl MpiInterProcess {
         waiting: Waiting,
         deadline: Option<Instant>,
     ) -> Result<Self, InterProcessError> {
-        let world = SimpleCommunicator::world().as_raw();
-        let slot = post::duplicate(world)?
+        Self::duplicating(
+            runtime,
+            SimpleCommunicator::world().as_raw(),
+            waiting,
+            deadline,
+        )
+    }
+
+    /// Like [`new`](Self::new), duplicating `parent` (a live communicator this process belongs
+    /// to) instead of `MPI_COMM_WORLD`.
+    pub(crate) fn duplicating(
+        runtime: MpiRuntime,
+        parent: ffi::MPI_Comm,
+        waiting: Waiting,
+        deadline: Option<Instant>,
+    ) -> Result<Self, InterProcessError> {
+        let slot = post::duplicate(parent)?
             .wait(deadline)
             .map_err(|stop| match stop {
                 WaitError::Expired => InterProcessError::SetupTimedOut,
@@ -210,13 +225,12 @@ impl MpiInterProcess {
             ..resources.comm
         };
         let words = HostBuffer::I64(vec![mode, -mode]);
-        let (_, reduced) =
-            post::all_reduce(probe, words, HostBuffer::zeroed(ElementType::I64, 2), max)?
-                .wait(deadline)
-                .map_err(|stop| match stop {
-                    WaitError::Expired => InterProcessError::SetupTimedOut,
-                    WaitError::Failed(error) => error,
-                })?;
+        let (_, reduced) = post::all_reduce(probe, words, HostBuffer::I64(vec![0; 2]), max)?
+            .wait(deadline)
+            .map_err(|stop| match stop {
+                WaitError::Expired => InterProcessError::SetupTimedOut,
+                WaitError::Failed(error) => error,
+            })?;
         match reduced {
             HostBuffer::I64(words) if words.len() == 2 && words[0] == -words[1] => Ok(()),
             HostBuffer::I64(_) => Err(InterProcessError::WaitingMismatch {
@@ -380,9 +394,48 @@ impl MpiInterProcess {
         operation: ReduceOperation,
         deadline: Option<Instant>,
     ) -> Result<HostBuffer, InterProcessError> {
+        self.tagged_all_reduce(input, operation, 0, deadline)
+    }
+
+    /// The inherent form of [`InterProcess::reduce_scatter`].
+    pub fn reduce_scatter(
+        &self,
+        input: Result<HostBuffer, LocalFailure>,
+        operation: ReduceOperation,
+        deadline: Option<Instant>,
+    ) -> Result<HostBuffer, InterProcessError> {
+        self.tagged_reduce_scatter(input, operation, 0, deadline)
+    }
+
+    /// The inherent form of [`InterProcess::all_gather`].
+    pub fn all_gather(
+        &self,
+        input: Result<HostBuffer, LocalFailure>,
+        deadline: Option<Instant>,
+    ) -> Result<HostBuffer, InterProcessError> {
+        self.tagged_all_gather(input, 0, deadline)
+    }
+
+    /// The inherent form of [`InterProcess::broadcast`].
+    pub fn broadcast(
+        &self,
+        input: Result<HostBuffer, LocalFailure>,
+        root: usize,
+        deadline: Option<Instant>,
+    ) -> Result<HostBuffer, InterProcessError> {
+        self.tagged_broadcast(input, root, 0, deadline)
+    }
+
+    fn tagged_all_reduce(
+        &self,
+        input: Result<HostBuffer, LocalFailure>,
+        operation: ReduceOperation,
+        tag: u64,
+        deadline: Option<Instant>,
+    ) -> Result<HostBuffer, InterProcessError> {
         let kind = CollectiveKind::AllReduce;
         let (element, len) = Self::describe(&input);
-        let call = describe(kind, Some(operation), element, len, None);
+        let call = describe(kind, Some(operation), element, len, None, tag);
         let local = input.and_then(|input| within_count(kind, input.len()).map(|()| input));
         let mut output = self.collective(call, local, deadline, |resources, spare, input| {
             let reduction = reduction(resources, input.element_type(), operation)?;
@@ -391,7 +444,7 @@ impl MpiInterProcess {
                 .filter(|spare| {
                     spare.element_type() == input.element_type() && spare.len() == input.len()
                 })
-                .unwrap_or_else(|| HostBuffer::zeroed(input.element_type(), input.len()));
+                .unwrap_or_else(|| input.zeros_like(input.len()));
             let (input, output) =
                 post::all_reduce(resources.comm, input, output, reduction)?.wait(deadline)?;
             *spare = Some(input);
@@ -403,16 +456,16 @@ impl MpiInterProcess {
         Ok(output)
     }
 
-    /// The inherent form of [`InterProcess::reduce_scatter`].
-    pub fn reduce_scatter(
+    fn tagged_reduce_scatter(
         &self,
         input: Result<HostBuffer, LocalFailure>,
         operation: ReduceOperation,
+        tag: u64,
         deadline: Option<Instant>,
     ) -> Result<HostBuffer, InterProcessError> {
         let kind = CollectiveKind::ReduceScatter;
         let (element, len) = Self::describe(&input);
-        let call = describe(kind, Some(operation), element, len, None);
+        let call = describe(kind, Some(operation), element, len, None, tag);
         let processes = self.processes;
         let local = input.and_then(|input| {
             within_count(kind, input.len())?;
@@ -426,7 +479,7 @@ impl MpiInterProcess {
         });
         let mut output = self.collective(call, local, deadline, |resources, _, input| {
             let reduction = reduction(resources, input.element_type(), operation)?;
-            let output = HostBuffer::zeroed(input.element_type(), input.len() / processes);
+            let output = input.zeros_like(input.len() / processes);
             let (_, output) =
                 post::reduce_scatter(resources.comm, input, output, reduction)?.wait(deadline)?;
             Ok(output)
@@ -437,36 +490,36 @@ impl MpiInterProcess {
         Ok(output)
     }
 
-    /// The inherent form of [`InterProcess::all_gather`].
-    pub fn all_gather(
+    fn tagged_all_gather(
         &self,
         input: Result<HostBuffer, LocalFailure>,
+        tag: u64,
         deadline: Option<Instant>,
     ) -> Result<HostBuffer, InterProcessError> {
         let kind = CollectiveKind::AllGather;
         let (element, len) = Self::describe(&input);
-        let call = describe(kind, None, element, len, None);
+        let call = describe(kind, None, element, len, None, tag);
         let processes = self.processes;
         let local = input.and_then(|input| {
             within_count(kind, input.len().saturating_mul(processes)).map(|()| input)
         });
         self.collective(call, local, deadline, |resources, _, input| {
-            let output = HostBuffer::zeroed(input.element_type(), input.len() * processes);
+            let output = input.zeros_like(input.len() * processes);
             let (_, output) = post::all_gather(resources.comm, input, output)?.wait(deadline)?;
             Ok(output)
         })
     }
 
-    /// The inherent form of [`InterProcess::broadcast`].
-    pub fn broadcast(
+    fn tagged_broadcast(
         &self,
         input: Result<HostBuffer, LocalFailure>,
         root: usize,
+        tag: u64,
         deadline: Option<Instant>,
     ) -> Result<HostBuffer, InterProcessError> {
         let kind = CollectiveKind::Broadcast;
         let (element, len) = Self::describe(&input);
-        let call = describe(kind, None, element, len, Some(root));
+        let call = describe(kind, None, element, len, Some(root), tag);
         let processes = self.processes;
         let local = input.and_then(|input| {
             within_count(kind, input.len())?;
@@ -495,39 +548,46 @@ impl InterProcess for MpiInterProcess {
         self.processes
     }
 
-    fn all_reduce(
+    fn collective(
         &self,
+        collective: Collective,
         input: Result<HostBuffer, LocalFailure>,
-        operation: ReduceOperation,
+        tag: u64,
         deadline: Option<Instant>,
     ) -> Result<HostBuffer, InterProcessError> {
-        MpiInterProcess::all_reduce(self, input, operation, deadline)
+        match collective {
+            Collective::AllReduce(operation) => {
+                self.tagged_all_reduce(input, operation, tag, deadline)
+            }
+            Collective::ReduceScatter(operation) => {
+                self.tagged_reduce_scatter(input, operation, tag, deadline)
+            }
+            Collective::AllGather => self.tagged_all_gather(input, tag, deadline),
+            Collective::Broadcast { root } => self.tagged_broadcast(input, root, tag, deadline),
+            // A collective of a later core: refused, but through the agreement (every process
+            // learns it), as an all-reduce that carries the refusal.
+            other => {
+                let refusal = LocalFailure::new(format_args!(
+                    "the MPI engine does not offer {other} between processes"
+                ));
+                let input = input.and(Err(refusal));
+                self.tagged_all_reduce(input, ReduceOperation::Sum, tag, deadline)
+            }
+        }
     }
 
-    fn reduce_scatter(
+    /// An all-reduce of no elements (`i64`, `Max`) with `tag`: the status packet alone when no
+    /// process waits with a deadline, the packet and an empty `MPI_Iallreduce` otherwise (see
+    /// the module docs for why a deadline needs the second).
+    fn agree(
         &self,
-        input: Result<HostBuffer, LocalFailure>,
-        operation: ReduceOperation,
+        status: Result<(), LocalFailure>,
+        tag: u64,
         deadline: Option<Instant>,
-    ) -> Result<HostBuffer, InterProcessError> {
-        MpiInterProcess::reduce_scatter(self, input, operation, deadline)
-    }
-
-    fn all_gather(
-        &self,
-        input: Result<HostBuffer, LocalFailure>,
-        deadline: Option<Instant>,
-    ) -> Result<HostBuffer, InterProcessError> {
-        MpiInterProcess::all_gather(self, input, deadline)
-    }
-
-    fn broadcast(
-        &self,
-        input: Result<HostBuffer, LocalFailure>,
-        root: usize,
-        deadline: Option<Instant>,
-    ) -> Result<HostBuffer, InterProcessError> {
-        MpiInterProcess::broadcast(self, input, root, deadline)
+    ) -> Result<(), InterProcessError> {
+        let input = status.map(|()| HostBuffer::I64(Vec::new()));
+        self.tagged_all_reduce(input, ReduceOperation::Max, tag, deadline)
+            .map(|_| ())
     }
 }
 
@@ -585,7 +645,7 @@ fn gather_calls(
     let (_, gathered) = post::all_gather(
         resources.comm,
         HostBuffer::I64(agreement::encode(call).to_vec()),
-        HostBuffer::zeroed(ElementType::I64, agreement::FIELDS * processes),
+        HostBuffer::I64(vec![0; agreement::FIELDS * processes]),
     )?
     .wait(deadline)?;
     let HostBuffer::I64(words) = gathered else {
@@ -644,6 +704,7 @@ fn describe(
     element: Option<ElementType>,
     len: usize,
     root: Option<usize>,
+    tag: u64,
 ) -> CallDescription {
     CallDescription {
         generation: 0,
@@ -652,6 +713,7 @@ fn describe(
         element,
         len,
         root,
+        tag,
     }
 }
 

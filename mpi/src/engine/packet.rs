@@ -150,6 +150,10 @@ slot_element!(f16);
 slot_element!(bf16);
 slot_element!(i32);
 slot_element!(i64);
+slot_element!(i8);
+slot_element!(u8);
+slot_element!(u32);
+slot_element!(u64);
 
 fn fold_slot(
     element: ElementType,
@@ -165,6 +169,12 @@ fn fold_slot(
         ElementType::BF16 => fold::<bf16>(operation, len, from, into),
         ElementType::I32 => fold::<i32>(operation, len, from, into),
         ElementType::I64 => fold::<i64>(operation, len, from, into),
+        ElementType::I8 => fold::<i8>(operation, len, from, into),
+        ElementType::U8 => fold::<u8>(operation, len, from, into),
+        ElementType::U32 => fold::<u32>(operation, len, from, into),
+        ElementType::U64 => fold::<u64>(operation, len, from, into),
+        // Only types of `ElementType::ALL` reach the wire, and each has an arm above.
+        _ => {}
     }
 }
 
@@ -263,7 +273,7 @@ mod tests {
     }
 
     fn unpack(packet: &[i64], element: ElementType, len: usize) -> Option<HostBuffer> {
-        let mut buffer = HostBuffer::zeroed(element, len);
+        let mut buffer = HostBuffer::zeroed(element, len)?;
         unpack_into(packet, &mut buffer).then_some(buffer)
     }
 
@@ -275,6 +285,7 @@ mod tests {
             element: Some(element),
             len,
             root: None,
+            tag: 0,
         }
     }
 

@@ -165,7 +165,7 @@ pub(crate) fn all_gather(
     }
     let _ = count(recv.len())?;
     let block = count(send.len())?;
-    let datatype = move_datatype(element);
+    let datatype = move_datatype(&send);
     // SAFETY: MPI gets pointers into `send` (block elements) and `recv` (processes × block
     // elements) only, distinct vectors owned by `keep`, in a datatype of the element's size.
     unsafe {
@@ -199,7 +199,7 @@ pub(crate) fn broadcast(
     }
     let root = count(root)?;
     let len = count(buffer.len())?;
-    let datatype = move_datatype(buffer.element_type());
+    let datatype = move_datatype(&buffer);
     // SAFETY: MPI gets a pointer into `buffer` only, a vector of `len` elements owned by `keep`,
     // in a datatype of the element's size.
     unsafe {

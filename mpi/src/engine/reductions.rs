@@ -6,6 +6,8 @@
 //! | f32, f64     | `MPI_FLOAT`/`MPI_DOUBLE`, `MPI_SUM`/`PROD` | user op: `f32::min`, a NaN loses     |
 //! | f16, bf16    | `MPI_UINT16_T`, user op: through f32, rounded once per combine           ||
 //! | i32, i64     | `MPI_UINT32_T`/`UINT64_T`, `MPI_SUM`/`PROD` | `MPI_INT32_T`/`INT64_T`, `MIN`/`MAX` |
+//! | u32, u64     | `MPI_UINT32_T`/`UINT64_T`, `MPI_SUM`/`PROD` | the same, `MIN`/`MAX`               |
+//! | i8, u8       | `MPI_INT8_T`/`UINT8_T`, user op: wrapping  | `MPI_INT8_T`/`UINT8_T`, `MIN`/`MAX`  |
 //!
 //! Why a user-defined operation for the 16-bit floats rather than widening to f32: it keeps two
 //! bytes per element on the wire (the large-message case is bandwidth-bound), needs no widened
@@ -13,11 +15,14 @@
 //! so a hierarchical result is a fold of per-combine-rounded partials everywhere. Integer sums
 //! and products go through the unsigned types because unsigned arithmetic wraps by definition
 //! in C (signed overflow is undefined there), and two's complement wrapping gives the same bits.
-//! Float min/max are user operations because MPI's built-ins do not say which operand a NaN
+//! The 8-bit sums and products are user operations because Open MPI 4.1.4's vectorised
+//! operations (Debian's package) saturate 8-bit `MPI_SUM` instead of wrapping: measured, two
+//! processes' `-2 + 5` in `MPI_UINT8_T` gave 255. Float min/max are user operations because MPI's built-ins do not say which operand a NaN
 //! yields; the devices' rule is that a NaN loses to a number.
 //!
 //! `Mean` reduces as `Sum`; the caller divides afterwards.
 
+use crate::HostBuffer;
 use half::{bf16, f16};
 use mpi::collective::{SystemOperation, UnsafeUserOperation};
 use mpi::datatype::Equivalence;
@@ -50,7 +55,8 @@ impl Reductions {
         let mut add = |element, operation, function: UserFunction| {
             // SAFETY: `get` pairs each of these operations only with the datatype whose
             // elements `function` reads and writes: `MPI_FLOAT` for f32, `MPI_DOUBLE` for f64,
-            // `MPI_UINT16_T` for f16 and bf16 (two bytes, any bit pattern valid).
+            // `MPI_UINT16_T` for f16 and bf16 (two bytes, any bit pattern valid), `MPI_INT8_T`
+            // for i8 and `MPI_UINT8_T` for u8.
             let op = unsafe { UnsafeUserOperation::commutative(function) };
             user.insert((element, operation), op);
         };
@@ -74,11 +80,24 @@ impl Reductions {
         );
         add(ElementType::BF16, ReduceOperation::Min, reduce::<bf16, MIN>);
         add(ElementType::BF16, ReduceOperation::Max, reduce::<bf16, MAX>);
+        add(ElementType::I8, ReduceOperation::Sum, reduce::<i8, SUM>);
+        add(
+            ElementType::I8,
+            ReduceOperation::Product,
+            reduce::<i8, PRODUCT>,
+        );
+        add(ElementType::U8, ReduceOperation::Sum, reduce::<u8, SUM>);
+        add(
+            ElementType::U8,
+            ReduceOperation::Product,
+            reduce::<u8, PRODUCT>,
+        );
         Reductions { user }
     }
 
-    /// The reduction for `element` under `operation` (`Mean` as `Sum`); `None` only if a user
-    /// operation `new` should have made is missing.
+    /// The reduction for `element` under `operation` (`Mean` as `Sum`); `None` if a user
+    /// operation `new` should have made is missing, or for an element type added to the core
+    /// after this crate.
     pub(crate) fn get(
         &self,
         element: ElementType,
@@ -106,6 +125,13 @@ impl Reductions {
             ElementType::I64 if arithmetic => (u64::equivalent_datatype().as_raw(), system),
             ElementType::I32 => (i32::equivalent_datatype().as_raw(), system),
             ElementType::I64 => (i64::equivalent_datatype().as_raw(), system),
+            ElementType::I8 if arithmetic => (i8::equivalent_datatype().as_raw(), user(self)?),
+            ElementType::U8 if arithmetic => (u8::equivalent_datatype().as_raw(), user(self)?),
+            ElementType::I8 => (i8::equivalent_datatype().as_raw(), system),
+            ElementType::U8 => (u8::equivalent_datatype().as_raw(), system),
+            ElementType::U32 => (u32::equivalent_datatype().as_raw(), system),
+            ElementType::U64 => (u64::equivalent_datatype().as_raw(), system),
+            _ => return None,
         };
         Some(Reduction {
             element,
@@ -115,14 +141,18 @@ impl Reductions {
     }
 }
 
-/// The datatype that moves `element` without arithmetic (gathers, broadcasts).
-pub(crate) fn move_datatype(element: ElementType) -> ffi::MPI_Datatype {
-    match element {
-        ElementType::F32 => f32::equivalent_datatype().as_raw(),
-        ElementType::F64 => f64::equivalent_datatype().as_raw(),
-        ElementType::F16 | ElementType::BF16 => u16::equivalent_datatype().as_raw(),
-        ElementType::I32 => i32::equivalent_datatype().as_raw(),
-        ElementType::I64 => i64::equivalent_datatype().as_raw(),
+/// The datatype that moves `buffer`'s elements without arithmetic (gathers, broadcasts).
+pub(crate) fn move_datatype(buffer: &HostBuffer) -> ffi::MPI_Datatype {
+    match buffer {
+        HostBuffer::F32(_) => f32::equivalent_datatype().as_raw(),
+        HostBuffer::F64(_) => f64::equivalent_datatype().as_raw(),
+        HostBuffer::F16(_) | HostBuffer::BF16(_) => u16::equivalent_datatype().as_raw(),
+        HostBuffer::I32(_) => i32::equivalent_datatype().as_raw(),
+        HostBuffer::I64(_) => i64::equivalent_datatype().as_raw(),
+        HostBuffer::I8(_) => i8::equivalent_datatype().as_raw(),
+        HostBuffer::U8(_) => u8::equivalent_datatype().as_raw(),
+        HostBuffer::U32(_) => u32::equivalent_datatype().as_raw(),
+        HostBuffer::U64(_) => u64::equivalent_datatype().as_raw(),
     }
 }
 
@@ -163,6 +193,10 @@ macro_rules! integer_combine {
 
 integer_combine!(i32);
 integer_combine!(i64);
+integer_combine!(i8);
+integer_combine!(u8);
+integer_combine!(u32);
+integer_combine!(u64);
 
 impl Combine for f32 {
     fn combine<const OP: u8>(incoming: Self, current: Self) -> Self {

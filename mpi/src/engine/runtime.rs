@@ -3,11 +3,15 @@
 //! serialises every MPI call this crate makes.
 
 use crate::engine::communicator::{MpiInterProcess, Waiting};
+use crate::engine::in_flight::mpi_error;
 use crate::error::InterProcessError;
 use mpi::Threading;
 use mpi::environment::Universe;
+use mpi::ffi;
+use mpi::raw::AsRaw;
 use mpi::topology::SimpleCommunicator;
 use mpi::traits::Communicator;
+use std::ffi::c_int;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Instant;
 
@@ -101,6 +105,45 @@ impl MpiRuntime {
         deadline: Option<Instant>,
     ) -> Result<MpiInterProcess, InterProcessError> {
         MpiInterProcess::new(self.clone(), waiting, deadline)
+    }
+
+    /// A new communicator over the processes that pass the same `color` (`None`: this process
+    /// takes part in none and gets `None`), ordered by their rank in `MPI_COMM_WORLD`. Every
+    /// process of the job must call this, in the same order as its other collective setup calls.
+    /// The split itself is `MPI_Comm_split`, a blocking collective over the whole job (no
+    /// deadline); the duplicate of the group's communicator and the waiting-mode check then
+    /// honour `deadline` as [`communicator`](Self::communicator) does.
+    pub fn split(
+        &self,
+        color: Option<u16>,
+        waiting: Waiting,
+        deadline: Option<Instant>,
+    ) -> Result<Option<MpiInterProcess>, InterProcessError> {
+        let world = SimpleCommunicator::world().as_raw();
+        let key = c_int::try_from(self.process()).unwrap_or(c_int::MAX);
+        // SAFETY: reads of two `const` globals of rsmpi's C shim, statically initialised to
+        // MPI_UNDEFINED and MPI_COMM_NULL; nothing writes them.
+        let (undefined, null) = unsafe { (ffi::RSMPI_UNDEFINED, ffi::RSMPI_COMM_NULL) };
+        let color = color.map_or(undefined, c_int::from);
+        let mut group = null;
+        let code = {
+            let _mpi = lock_mpi();
+            // SAFETY: `world` is MPI_COMM_WORLD, live while the runtime is; `group` is a local
+            // MPI writes the new handle (or MPI_COMM_NULL) into.
+            unsafe { ffi::MPI_Comm_split(world, color, key, &mut group) }
+        };
+        if code != 0 {
+            return Err(mpi_error("MPI_Comm_split", code));
+        }
+        if group == null {
+            return Ok(None);
+        }
+        let communicator = MpiInterProcess::duplicating(self.clone(), group, waiting, deadline);
+        let _mpi = lock_mpi();
+        // SAFETY: `group` is the handle MPI_Comm_split just created for this call alone; the
+        // duplicate completed (or failed) above, so no operation of ours is pending on it.
+        unsafe { ffi::MPI_Comm_free(&mut group) };
+        communicator.map(Some)
     }
 
     /// `MPI_COMM_WORLD`, for MPI calls of the application's own (hold [`lock_mpi`] around

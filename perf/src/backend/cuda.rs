@@ -2,10 +2,15 @@
 //! mapped to ranks by `--map`, `--ranks-per-gpu` or `-g`. Without a CUDA driver or GPU it prints
 //! a `SKIP:` line and runs nothing (exit 0), unless `--require-gpu` is given.
 
-use super::{Devices, Ran};
+use super::{Devices, Ran, using_device};
 use crate::cli::{BackendArgs, CliError};
+use crate::sweep::Places;
 use ruccl_core::DeviceId;
 use ruccl_cuda::{CudaCollective, CudaConfig, DeviceMap, probe};
+
+/// Host copies of a rank's larger buffer a measurement holds at once on the CUDA backend: the
+/// pattern it uploads from and the check's download.
+const CUDA_HOST_COPIES: u64 = 2;
 
 /// The map for `gpus` GPUs when none is given: `world` ranks round-robin over them (`-g`), or
 /// `ranks_per_gpu` on each, or by default 4 logical ranks on a lone GPU and one rank per GPU on
@@ -39,11 +44,19 @@ pub fn ranked(map: &DeviceMap) -> Result<DeviceMap, String> {
     .map_err(|error| error.to_string())
 }
 
-/// The executor `args` asks for, or why there is none here (`SKIP: ...`: no GPU).
+/// Bytes per copy of the device-to-device copy-bandwidth baseline.
+const BASELINE_BYTES: usize = 256 << 20;
+/// Timed copies of the baseline.
+const BASELINE_COPIES: u32 = 20;
+
+/// The executor `args` asks for, twice — out of place (every generation copies its inputs into
+/// working buffers of their own) and in place (the executor works in the inputs' allocations) —
+/// or why there is none here (`SKIP: ...`: no GPU). The title carries each GPU's own
+/// device-to-device copy bandwidth, measured now: the baseline to read `busbw` against.
 pub(super) fn build(
     args: &BackendArgs,
     world: Option<u32>,
-) -> Result<Ran<(CudaCollective, Devices)>, CliError> {
+) -> Result<Ran<(Places<CudaCollective>, Devices)>, CliError> {
     let map = match &args.map {
         Some(text) => {
             let map: DeviceMap = text
@@ -72,26 +85,54 @@ pub(super) fn build(
         .map_err(CliError::Usage)?,
     };
     let world = map.len();
-    let device = CudaCollective::with_config(map.clone(), CudaConfig::from_env())
-        .map_err(|error| CliError::Backend(error.to_string()))?;
+    let executor = |in_place: bool| {
+        CudaCollective::with_config(map.clone(), CudaConfig::from_env().with_in_place(in_place))
+            .map_err(|error| CliError::Backend(error.to_string()))
+    };
+    let device = executor(true)?;
+    let out_of_place = executor(false)?;
     let mut title = vec![
         format!(
-            "ruccl-cuda all-reduce: {world} ranks, map {map}; driver CUDA {} ({})",
+            "ruccl-cuda: {world} ranks, map {map}; driver CUDA {} ({})",
             driver.version_string(),
             driver.library
         ),
-        "time = wall clock per all-reduce (device work included); traffic: - (no ledger on a \
-         GPU); model = the link model's time for the ring schedule"
+        "time = wall clock per collective (device work included); traffic: - (no ledger on a \
+         GPU); model = the link model's time for the plan"
             .to_owned(),
     ];
     title.extend(device.topology().to_string().lines().map(str::to_owned));
+    for gpu in map.ordinals() {
+        title.push(
+            match device.copy_bandwidth(gpu, BASELINE_BYTES, BASELINE_COPIES) {
+                Ok(copy) => format!(
+                    "device-to-device copy on GPU {gpu} (the baseline for busbw): {:.1} GB/s ({} B x {})",
+                    copy.gb_per_second(),
+                    copy.bytes,
+                    copy.iterations
+                ),
+                Err(error) => format!("device-to-device copy on GPU {gpu}: not measured: {error}"),
+            },
+        );
+    }
+    let using_devices = map
+        .iter()
+        .enumerate()
+        .map(|(rank, (_, gpu))| using_device(rank, gpu, 0, "CUDA GPU (ruccl-cuda)"))
+        .collect();
     let devices = Devices {
         world,
         description: format!("ruccl-cuda ({world} ranks, map {map})"),
         title,
+        using_devices,
         ledger: None,
+        host_copies: CUDA_HOST_COPIES,
     };
-    Ok(Ran::Ran((device, devices)))
+    let places = Places {
+        out_of_place,
+        in_place: device,
+    };
+    Ok(Ran::Ran((places, devices)))
 }
 
 #[cfg(test)]

@@ -1,6 +1,6 @@
 //! The backends: what device a command runs on. Each is a small plug-in that builds its device
-//! for the command's world and describes it; the sweep, the scenario runner, their tables and
-//! JSON are the same for all.
+//! for the command's world — twice, working out of place and in place — and describes it; the
+//! sweep, the scenario runner, their tables and JSON are the same for all.
 //!
 //! | backend | device                                        | file      |
 //! |---------|-----------------------------------------------|-----------|
@@ -11,6 +11,9 @@
 pub mod cuda;
 
 use crate::cli::{BackendArgs, CliError};
+use crate::memory::SIM_COPIES;
+use crate::sweep::Places;
+use ruccl_core::{LinkModel, Links};
 use ruccl_sim::{HostTensors, Ledger, SimDevice};
 
 /// Which devices the tools run on.
@@ -27,12 +30,17 @@ pub enum Backend {
 pub struct Devices {
     /// The number of ranks: rank `r` runs on device `r`.
     pub world: usize,
-    /// One line for the table's header: `... on {description}`.
+    /// One line for the table's title: `... on {description}`.
     pub description: String,
-    /// Lines printed (as `#` comments) before the first table: driver, map, topology.
+    /// Lines printed (as `#` comments) in the header: driver, map, topology.
     pub title: Vec<String>,
-    /// The device's traffic ledger, if it keeps one (the table's `traffic` column).
+    /// nccl-tests' `# Using devices` block: one line per rank.
+    pub using_devices: Vec<String>,
+    /// The out-of-place device's traffic ledger, if it keeps one (the table's `traffic`).
     pub ledger: Option<Ledger>,
+    /// Host copies of a rank's larger buffer a measurement may hold at once, for the memory
+    /// estimate (see [`crate::memory`]).
+    pub host_copies: u64,
 }
 
 /// A command, generic over the device: run it on whichever device the backend builds.
@@ -40,8 +48,12 @@ pub trait OnDevice {
     /// What the command returns.
     type Output;
 
-    /// Run on `device`, described by `devices`.
-    fn run<D: HostTensors>(self, device: &D, devices: &Devices) -> Result<Self::Output, CliError>;
+    /// Run on `places` (the device out of place and in place), described by `devices`.
+    fn run<D: HostTensors>(
+        self,
+        places: &Places<D>,
+        devices: &Devices,
+    ) -> Result<Self::Output, CliError>;
 }
 
 /// Whether a command ran, or the backend had no device to run it on.
@@ -54,6 +66,37 @@ pub enum Ran<T> {
     Skipped(String),
 }
 
+/// This machine's name, for the `# Using devices` block.
+pub fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|name| name.trim().to_owned())
+        .ok()
+        .filter(|name| !name.is_empty())
+        .unwrap_or_else(|| "localhost".to_owned())
+}
+
+/// One `# Using devices` line, nccl-tests' shape.
+pub fn using_device(rank: usize, device: usize, bus: u32, name: &str) -> String {
+    format!(
+        "Rank {rank:2} Group  0 Pid {:6} on {:>10} device {device:2} [0x{bus:02x}] {name}",
+        std::process::id(),
+        hostname()
+    )
+}
+
+/// The simulated device's link model `args` asks for, if it asks for one.
+pub fn sim_link_model(args: &BackendArgs) -> Result<Option<LinkModel>, CliError> {
+    if args.alpha_us.is_none() && args.beta_gbps.is_none() {
+        return Ok(None);
+    }
+    let default = SimDevice::new().model();
+    let alpha = args.alpha_us.map_or(default.alpha(), |us| us * 1e-6);
+    let beta = args.beta_gbps.map_or(default.beta(), |gbps| gbps * 1e9);
+    LinkModel::new(alpha, beta, Links::Shared)
+        .map(Some)
+        .map_err(|error| CliError::Usage(format!("--alpha-us/--beta-gbps: {error}")))
+}
+
 /// Build the device `args` asks for, for `world` ranks (`None`: the backend's default), and run
 /// `command` on it.
 pub fn run_on<C: OnDevice>(
@@ -64,21 +107,39 @@ pub fn run_on<C: OnDevice>(
     match args.backend {
         Backend::Sim => {
             refuse_cuda_options(args)?;
-            let mut builder = SimDevice::builder();
-            if let Some(threads) = args.device_threads {
-                builder = builder.threads(threads as usize);
-            }
-            let device = builder.build();
+            let model = sim_link_model(args)?;
+            let build = |in_place: bool| {
+                let mut builder = SimDevice::builder()
+                    .in_place(in_place)
+                    .ledger_retention(Some(1));
+                if let Some(threads) = args.device_threads {
+                    builder = builder.threads(threads as usize);
+                }
+                if let Some(model) = model {
+                    builder = builder.link_model(model);
+                }
+                builder.build()
+            };
+            let places = Places {
+                out_of_place: build(false),
+                in_place: build(true),
+            };
+            let world = world.unwrap_or(4) as usize;
+            let name = "ruCCL simulated device (host memory)";
             let devices = Devices {
-                world: world.unwrap_or(4) as usize,
+                world,
                 description: format!(
                     "simulated devices (host memory, up to {} threads per step)",
-                    device.threads()
+                    places.in_place.threads()
                 ),
                 title: Vec::new(),
-                ledger: Some(device.ledger().clone()),
+                using_devices: (0..world)
+                    .map(|rank| using_device(rank, rank, 0, name))
+                    .collect(),
+                ledger: Some(places.out_of_place.ledger().clone()),
+                host_copies: SIM_COPIES,
             };
-            command.run(&device, &devices).map(Ran::Ran)
+            command.run(&places, &devices).map(Ran::Ran)
         }
         Backend::Cuda => on_cuda(args, world, command),
     }
@@ -104,13 +165,18 @@ fn on_cuda<C: OnDevice>(
     world: Option<u32>,
     command: C,
 ) -> Result<Ran<C::Output>, CliError> {
-    if args.device_threads.is_some() {
-        return Err(CliError::Usage(
-            "--device-threads applies to --backend sim only".to_owned(),
-        ));
+    let sim_only = [
+        ("--device-threads", args.device_threads.is_some()),
+        ("--alpha-us", args.alpha_us.is_some()),
+        ("--beta-gbps", args.beta_gbps.is_some()),
+    ];
+    if let Some((flag, _)) = sim_only.iter().find(|(_, given)| *given) {
+        return Err(CliError::Usage(format!(
+            "{flag} applies to --backend sim only"
+        )));
     }
     match cuda::build(args, world)? {
-        Ran::Ran((device, devices)) => command.run(&device, &devices).map(Ran::Ran),
+        Ran::Ran((places, devices)) => command.run(&places, &devices).map(Ran::Ran),
         Ran::Skipped(reason) => Ok(Ran::Skipped(reason)),
     }
 }

@@ -1,47 +1,62 @@
 //! The command line, as clap derives: [`Cli`], its subcommands and their flags. One argument
-//! struct per command, the same for every backend.
+//! struct per kind of command (a sweep, a scenario), the same for every collective and backend.
 
 use crate::backend::Backend;
-use crate::sweep::{DEFAULT_ALPHA_US, DEFAULT_BETA_GBPS, Size};
+use crate::collectives::{self, CollectiveName, PerfCollective};
+use crate::sweep::Size;
 use clap::{ArgAction, Args, Parser, Subcommand};
-use ruccl_core::{ElementType, ReduceOperation};
+use ruccl_core::{Algorithm, ElementType, ReduceOperation};
 use ruccl_sim::FaultPlan;
 use std::path::PathBuf;
 use std::str::FromStr;
 
-const ABOUT: &str = "ruCCL's all-reduce as nccl-tests measures it — on simulated devices (the \
+const ABOUT: &str = "ruCCL's collectives as nccl-tests measures them — on simulated devices (the \
 default) or CUDA GPUs — plus fault-injection scenarios and Perfetto traces";
 
-const LONG_ABOUT: &str = "ruCCL's all-reduce as nccl-tests measures it.
+const LONG_ABOUT: &str = "ruCCL's collectives as nccl-tests measures them.
 
-Every rank is a thread calling all_reduce on one shared communicator; the last to arrive runs the \
-ring on the backend's device: simulated devices whose memory is host memory (--backend sim, the \
-default), or GPUs through the CUDA executor (--backend cuda, in a build with the `cuda` feature). \
-`all-reduce-perf` (the default) sweeps message sizes like nccl-tests' all_reduce_perf and prints \
-its table; `run` drives a scenario, optionally under injected faults, and prints what every \
-generation delivered.
+Every rank is a thread calling the collective on one shared communicator; the last to arrive runs \
+the plan on the backend's device: simulated devices whose memory is host memory (--backend sim, \
+the default), or GPUs through the CUDA executor (--backend cuda, in a build with the `cuda` \
+feature). `all-reduce-perf` (the default), `reduce-scatter-perf`, `all-gather-perf` and \
+`broadcast-perf` sweep message sizes like nccl-tests' binaries and print its table, out of place \
+and in place; `run` drives a scenario of any collective, optionally under injected faults, and \
+prints what every generation delivered, as generations complete.";
 
-Exit status: 0 when everything ran and checked out (or the CUDA backend found no GPU and printed \
-SKIP); 1 when the run found wrong elements, ranks that disagreed, or could not finish; 2 for a \
-command line that makes no run.";
+/// The exit statuses, shown by every command's `--help` (README.md repeats them).
+pub const EXIT_CODES: &str = "Exit status:
+  0    everything ran and checked out (also: `run` generations that failed on every rank alike,
+       which is ruCCL's agreement working; the CUDA backend found no GPU and printed SKIP;
+       the output was closed early, e.g. by `| head`: the run stops quietly)
+  1    wrong results (elements that differ from the reference, all-reduce ranks whose bits
+       differ from rank 0's, `run` generations whose ranks disagreed), or a failed run (a
+       collective failed, a timeout, a device that could not be made) — the last line on
+       stderr says which
+  2    a command line that makes no run (bad flags, a fault that can never fire, a size that
+       cannot fit in memory), before anything runs
+  101  a panic that no --fault injected (a bug), after the run has ended and written its files
+  130  interrupted by Ctrl-C; the table's end, the JSON document and the trace are written";
 
 const EXAMPLES: &str = "Examples:
-  ruccl-perf                                        the default sweep: 8 B to 128 MiB over 4 ranks
+  ruccl-perf                                        the default: all-reduce, 8 B to 128 MiB, 4 ranks
   ruccl-perf all-reduce-perf -b 8 -e 128M -f 2 -g 8 nccl-tests' classic sweep on 8 ranks
-  ruccl-perf -b 1M -e 1M -d bf16 -o max --json      one size, one JSON document
-  ruccl-perf -d all -o all -b 4 -e 4M -f 64         every type and operation
+  ruccl-perf reduce-scatter-perf -b 4 -e 64M -f 8   every collective has its nccl-tests name
+  ruccl-perf broadcast-perf -r all -b 1K -e 1M      every root in turn
+  ruccl-perf -b 1M -e 8M -f 1 -i 1M                 a linear sweep
+  ruccl-perf -b 4 -e 4 -n 2000 -A direct            one size, one algorithm, 2000 iterations
+  ruccl-perf -d all -o all -b 4 -e 4M -f 64 --json  every type and operation, one JSON document
   ruccl-perf --backend cuda -b 1K -e 256M           on GPUs (build with --features cuda)
-  ruccl-perf run -g 4 -n 6 --fault exchange:step=2:rank=1:gen=3:panic
-  ruccl-perf run -g 3 --trace trace.json            then open trace.json in ui.perfetto.dev";
+  ruccl-perf run -g 4 -n 6 --fault exchange:step=2:gen=3:panic
+  ruccl-perf run --collective all-gather -n 1000000 --trace trace.json   (open it in ui.perfetto.dev)";
 
-/// `ruccl-perf [OPTIONS]` (a sweep) or `ruccl-perf <COMMAND>`.
+/// `ruccl-perf [OPTIONS]` (an all-reduce sweep) or `ruccl-perf <COMMAND>`.
 #[derive(Clone, Debug, Parser)]
 #[command(
     name = "ruccl-perf",
     version,
     about = ABOUT,
     long_about = LONG_ABOUT,
-    after_help = EXAMPLES,
+    after_help = format!("{EXIT_CODES}\n\n{EXAMPLES}"),
     args_conflicts_with_subcommands = true
 )]
 pub struct Cli {
@@ -60,16 +75,54 @@ impl Cli {
     }
 }
 
-/// The subcommands.
+/// The subcommands: a sweep per collective (nccl-tests' binaries) and the scenario runner.
 #[derive(Clone, Debug, Subcommand)]
 pub enum Command {
-    /// Sweep message sizes like nccl-tests' all_reduce_perf and print its table (the default).
-    #[command(name = "all-reduce-perf", visible_alias = "perf", after_help = EXAMPLES)]
+    /// Sweep message sizes like nccl-tests' all_reduce_perf (the default command).
+    #[command(
+        name = "all-reduce-perf",
+        visible_aliases = ["perf", "all_reduce_perf"],
+        after_help = format!("{EXIT_CODES}\n\n{EXAMPLES}")
+    )]
     AllReducePerf(PerfArgs),
-    /// Run generations of one all-reduce, optionally under injected faults, one row per
-    /// generation.
-    #[command(after_help = FAULT_HELP)]
+    /// Sweep message sizes like nccl-tests' reduce_scatter_perf.
+    #[command(
+        name = "reduce-scatter-perf",
+        visible_alias = "reduce_scatter_perf",
+        after_help = EXIT_CODES
+    )]
+    ReduceScatterPerf(PerfArgs),
+    /// Sweep message sizes like nccl-tests' all_gather_perf.
+    #[command(
+        name = "all-gather-perf",
+        visible_alias = "all_gather_perf",
+        after_help = EXIT_CODES
+    )]
+    AllGatherPerf(PerfArgs),
+    /// Sweep message sizes like nccl-tests' broadcast_perf (-r picks the root, or all).
+    #[command(
+        name = "broadcast-perf",
+        visible_alias = "broadcast_perf",
+        after_help = EXIT_CODES
+    )]
+    BroadcastPerf(PerfArgs),
+    /// Run generations of one collective, optionally under injected faults, one row per
+    /// generation as it completes.
+    #[command(after_help = format!("{FAULT_HELP}\n\n{EXIT_CODES}"))]
     Run(RunArgs),
+}
+
+impl Command {
+    /// The sweep this command asks for: its collective and flags (`None` for `run`).
+    pub fn sweep(&self) -> Option<(&'static PerfCollective, &PerfArgs)> {
+        match self {
+            Command::AllReducePerf(args) => Some((&collectives::ALL_REDUCE, args)),
+            Command::ReduceScatterPerf(args) => Some((&collectives::REDUCE_SCATTER, args)),
+            Command::AllGatherPerf(args) => Some((&collectives::ALL_GATHER, args)),
+            Command::BroadcastPerf(args) => Some((&collectives::BROADCAST, args)),
+            Command::Run(_) => None,
+        }
+    }
 }
 
 const FAULT_HELP: &str =
@@ -77,7 +130,11 @@ const FAULT_HELP: &str =
   site[:what=W][:step=S][:count=C][:rank=R][:gen=G][:error|:panic]
   sites: prepare, begin, exchange, finish (each needs error or panic),
          outputs:count=C (wrong number of outputs), drop:what=prepared|work|output (panic in Drop)
-  e.g.   exchange:step=2:rank=1:gen=3:panic   prepare:rank=0:gen=1:error   drop:what=output:gen=2";
+  rank= only where a call belongs to one rank (prepare, drop:what=prepared|output): begin,
+  exchange and finish run once for every rank, on the last to arrive.
+  Every spec is checked against the run before it starts: a rank, generation or step outside
+  it, a count above twice the world, or a spec an earlier one always pre-empts is refused.
+  e.g.   exchange:step=2:gen=3:panic   prepare:rank=0:gen=1:error   drop:what=output:gen=2";
 
 /// A type with a finite list of values that `all` selects.
 pub trait Listed: Sized + Copy + PartialEq + FromStr + 'static {
@@ -126,10 +183,34 @@ where
     }
 }
 
-/// `all-reduce-perf`: nccl-tests' flags, with their meaning, for every backend.
+/// The root of a broadcast: one rank, or every rank in turn (`all`, or nccl-tests' `-1`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Roots {
+    /// One root.
+    One(usize),
+    /// Every rank in turn.
+    All,
+}
+
+impl FromStr for Roots {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        let text = text.trim();
+        if text.eq_ignore_ascii_case("all") || text == "-1" {
+            return Ok(Roots::All);
+        }
+        text.parse().map(Roots::One).map_err(|_| {
+            format!("invalid root `{text}`: expected a rank (0, 1, …), `all` or -1 (every rank)")
+        })
+    }
+}
+
+/// A sweep's flags: nccl-tests', with their meaning, for every collective and backend.
 #[derive(Clone, Debug, Args)]
 pub struct PerfArgs {
-    /// Smallest message per rank, in bytes (K, M, G, T: powers of 1024; at least one element)
+    /// Smallest message size, in bytes (K, M, G, T: powers of 1024). For reduce-scatter and
+    /// all-gather the size is the whole buffer, W blocks, as in nccl-tests
     #[arg(
         short = 'b',
         long = "minbytes",
@@ -137,7 +218,7 @@ pub struct PerfArgs {
         default_value = "8"
     )]
     pub min_bytes: Size,
-    /// Largest message per rank, in bytes
+    /// Largest message size, in bytes (reduced, with a note, if it cannot fit in memory)
     #[arg(
         short = 'e',
         long = "maxbytes",
@@ -145,15 +226,23 @@ pub struct PerfArgs {
         default_value = "128M"
     )]
     pub max_bytes: Size,
-    /// Multiply the message size by this between rows
+    /// Multiply the size by this between rows; 1 sweeps linearly by -i
     #[arg(
         short = 'f',
         long = "stepfactor",
         value_name = "FACTOR",
         default_value_t = 4,
-        value_parser = clap::value_parser!(u32).range(2..)
+        value_parser = clap::value_parser!(u32).range(1..)
     )]
     pub step_factor: u32,
+    /// Add this many bytes between rows of a linear sweep (-f 1)
+    #[arg(
+        short = 'i',
+        long = "stepbytes",
+        value_name = "SIZE",
+        default_value = "1M"
+    )]
+    pub step_bytes: Size,
     /// Number of ranks [default: 4 simulated devices; CUDA: see --map]
     #[arg(
         short = 'g',
@@ -163,11 +252,12 @@ pub struct PerfArgs {
         value_parser = clap::value_parser!(u32).range(1..=1024)
     )]
     pub world: Option<u32>,
-    /// Reduction: sum, prod, min, max or avg; a comma-separated list, or all
-    #[arg(short = 'o', long = "op", value_name = "OP", default_value = "sum")]
-    pub operations: Selection<ReduceOperation>,
-    /// Element type: float, double, half, bfloat16, int32, int64 (or f32, f64, f16, bf16, i32,
-    /// i64); a comma-separated list, or all
+    /// Reduction: sum, prod, min, max or avg; a comma-separated list, or all (ignored, with a
+    /// note, by collectives that do not reduce) [default: sum]
+    #[arg(short = 'o', long = "op", value_name = "OP")]
+    pub operations: Option<Selection<ReduceOperation>>,
+    /// Element type: float, double, half, bfloat16, int8, uint8, int32, uint32, int64, uint64
+    /// (or f32, f64, f16, bf16, i8, u8, i32, u32, i64, u64); a comma-separated list, or all
     #[arg(
         short = 'd',
         long = "datatype",
@@ -175,7 +265,25 @@ pub struct PerfArgs {
         default_value = "float"
     )]
     pub element_types: Selection<ElementType>,
-    /// Timed all-reduces per size
+    /// Root of a broadcast: a rank, or all (also -1) for every rank in turn (ignored, with a
+    /// note, by collectives without a root) [default: 0]
+    #[arg(
+        short = 'r',
+        long = "root",
+        value_name = "ROOT",
+        allow_negative_numbers = true
+    )]
+    pub root: Option<Roots>,
+    /// Algorithm every generation asks for: auto (the least modelled time per size), ring,
+    /// direct or halving-doubling
+    #[arg(
+        short = 'A',
+        long = "algorithm",
+        value_name = "ALGORITHM",
+        default_value = "auto"
+    )]
+    pub algorithm: Algorithm,
+    /// Timed collectives per size and placement
     #[arg(
         short = 'n',
         long = "iters",
@@ -184,7 +292,7 @@ pub struct PerfArgs {
         value_parser = clap::value_parser!(u32).range(1..)
     )]
     pub iterations: u32,
-    /// Untimed all-reduces per size before timing
+    /// Untimed collectives at the largest and at the smallest size, before the sweep
     #[arg(
         short = 'w',
         long = "warmup_iters",
@@ -192,27 +300,37 @@ pub struct PerfArgs {
         default_value_t = 5
     )]
     pub warmup: u32,
-    /// Check one all-reduce per size against the reference: 1 (on) or 0 (off)
+    /// Checked collectives per size and placement (0: no check); checking stops at the first
+    /// that finds something
+    #[arg(short = 'c', long = "check", value_name = "N", default_value_t = 1)]
+    pub checks: u32,
+    /// Which time a row reports, each rank timing its own: 0 rank 0's, 1 the mean over ranks,
+    /// 2 the least, 3 the most
     #[arg(
-        short = 'c',
-        long = "check",
-        value_name = "0|1",
+        short = 'a',
+        long = "average",
+        value_name = "0-3",
         default_value_t = 1,
-        value_parser = clap::value_parser!(u8).range(0..=1)
+        value_parser = clap::value_parser!(u8).range(0..=3)
     )]
-    pub check: u8,
+    pub average: u8,
     /// Give up (and fail) when a rank waits longer than this, in seconds
-    #[arg(long = "timeout", value_name = "SECONDS", default_value_t = 120.0)]
+    #[arg(
+        short = 'T',
+        long = "timeout",
+        value_name = "SECONDS",
+        default_value_t = 120.0
+    )]
     pub timeout_s: f64,
+    /// Memory the sweep may use [default: MemAvailable in /proc/meminfo]
+    #[arg(long = "memory-limit", value_name = "SIZE")]
+    pub memory_limit: Option<Size>,
     /// The devices to run on.
     #[command(flatten)]
     pub backend: BackendArgs,
     /// The NCCL baseline (with --backend cuda).
     #[command(flatten)]
     pub baseline: BaselineArgs,
-    /// The link model beside the measurement.
-    #[command(flatten)]
-    pub model: ModelArgs,
     /// Where results go.
     #[command(flatten)]
     pub output: OutputArgs,
@@ -227,6 +345,14 @@ pub struct BackendArgs {
     /// sim: threads the simulated device may use for one step [default: all cores]
     #[arg(long = "device-threads", value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub device_threads: Option<u32>,
+    /// sim: the simulated device's link model α, latency per step in microseconds — what Auto
+    /// resolves with and `model` prices [default: the device's own]
+    #[arg(long = "alpha-us", value_name = "US")]
+    pub alpha_us: Option<f64>,
+    /// sim: the simulated device's link model β, bandwidth of its shared link in GB/s
+    /// (10^9 bytes per second) [default: the device's own]
+    #[arg(long = "beta-gbps", value_name = "GBPS")]
+    pub beta_gbps: Option<f64>,
     /// cuda: explicit device map, `device:gpu` pairs (e.g. `0:0,1:0,2:0,3:0`); ranks follow
     /// increasing device ids [default: 4 logical ranks on one GPU, else one rank per GPU; with
     /// -g, that many ranks round-robin over the GPUs]
@@ -244,31 +370,22 @@ pub struct BackendArgs {
 /// The NCCL baseline.
 #[derive(Clone, Debug, Args)]
 pub struct BaselineArgs {
-    /// cuda: also run the same sweeps through NCCL, one rank per GPU (needs the `nccl` feature
-    /// and two or more GPUs)
+    /// cuda: also run the same all-reduce sweeps through NCCL, one rank per GPU (needs the
+    /// `nccl` feature and two or more GPUs)
     #[arg(long)]
     pub nccl: bool,
-}
-
-/// The α–β link model priced beside each measurement.
-#[derive(Clone, Debug, Args)]
-pub struct ModelArgs {
-    /// Link model α: latency of one ring step, in microseconds
-    #[arg(long = "alpha-us", value_name = "US", default_value_t = DEFAULT_ALPHA_US)]
-    pub alpha_us: f64,
-    /// Link model β: bandwidth of one link, in GB/s (10^9 bytes per second)
-    #[arg(long = "beta-gbps", value_name = "GBPS", default_value_t = DEFAULT_BETA_GBPS)]
-    pub beta_gbps: f64,
 }
 
 /// Output options shared by every command.
 #[derive(Clone, Debug, Args)]
 pub struct OutputArgs {
-    /// Print one JSON document instead of the table (an array of documents when -d or -o
-    /// names several)
+    /// Print one JSON document instead of the table, streamed as rows come; it ends with what
+    /// happened, also when the run fails or is interrupted
     #[arg(long)]
     pub json: bool,
-    /// Write a Chrome trace-event file: one track per rank (open it in ui.perfetto.dev)
+    /// Stream a Chrome trace-event file as the run goes: one track per rank (open it in
+    /// ui.perfetto.dev); the path is checked before anything runs, and the file is completed
+    /// with what happened when the run fails or is interrupted
     #[arg(long, value_name = "FILE")]
     pub trace: Option<PathBuf>,
 }
@@ -284,7 +401,16 @@ pub struct RunArgs {
         value_parser = clap::value_parser!(u32).range(1..=64)
     )]
     pub world: Option<u32>,
-    /// Elements per rank (K, M suffixes: powers of 1024)
+    /// The collective: all-reduce, reduce-scatter, all-gather or broadcast
+    #[arg(
+        short = 'k',
+        long = "collective",
+        value_name = "COLLECTIVE",
+        default_value = "all-reduce"
+    )]
+    pub collective: CollectiveName,
+    /// Elements of every rank's input (K, M suffixes: powers of 1024); a reduce-scatter's must
+    /// split into equal blocks, one per rank
     #[arg(
         short = 'l',
         long = "length",
@@ -292,7 +418,8 @@ pub struct RunArgs {
         default_value = "1K"
     )]
     pub length: Size,
-    /// Element type: float, double, half, bfloat16, int32, int64 (or f32, f64, f16, bf16, i32, i64)
+    /// Element type: float, double, half, bfloat16, int8, uint8, int32, uint32, int64, uint64
+    /// (or f32, f64, f16, bf16, i8, u8, i32, u32, i64, u64)
     #[arg(
         short = 'd',
         long = "datatype",
@@ -300,9 +427,20 @@ pub struct RunArgs {
         default_value = "float"
     )]
     pub element_type: ElementType,
-    /// Reduction: sum, prod, min, max or avg
+    /// Reduction of all-reduce and reduce-scatter: sum, prod, min, max or avg
     #[arg(short = 'o', long = "op", value_name = "OP", default_value = "sum")]
     pub operation: ReduceOperation,
+    /// Root of a broadcast
+    #[arg(short = 'r', long = "root", value_name = "ROOT", default_value_t = 0)]
+    pub root: usize,
+    /// Algorithm every generation asks for: auto, ring, direct or halving-doubling
+    #[arg(
+        short = 'A',
+        long = "algorithm",
+        value_name = "ALGORITHM",
+        default_value = "auto"
+    )]
+    pub algorithm: Algorithm,
     /// Generations every rank runs
     #[arg(
         short = 'n',
@@ -311,12 +449,20 @@ pub struct RunArgs {
         default_value_t = 4
     )]
     pub generations: u64,
-    /// A fault to inject (repeatable), e.g. exchange:step=2:rank=1:gen=3:panic
+    /// A fault to inject (repeatable), e.g. exchange:step=2:gen=3:panic
     #[arg(long = "fault", value_name = "SPEC", action = ArgAction::Append)]
     pub faults: Vec<FaultPlan>,
     /// A rank waiting longer than this aborts the communicator, in seconds
-    #[arg(long = "timeout", value_name = "SECONDS", default_value_t = 10.0)]
+    #[arg(
+        short = 'T',
+        long = "timeout",
+        value_name = "SECONDS",
+        default_value_t = 10.0
+    )]
     pub timeout_s: f64,
+    /// Memory the scenario may use [default: MemAvailable in /proc/meminfo]
+    #[arg(long = "memory-limit", value_name = "SIZE")]
+    pub memory_limit: Option<Size>,
     /// The devices to run on.
     #[command(flatten)]
     pub backend: BackendArgs,

@@ -1,75 +1,77 @@
 //! The `ruccl-perf` command line. The binary is a thin `main` calling [`main`]; everything else is
 //! here so that tests can parse and run commands into any writer.
 //!
-//! | file          | job                                                                |
-//! |---------------|--------------------------------------------------------------------|
-//! | `args.rs`     | [`Cli`] and the flags of each command (clap derive), every backend |
-//! | `perf.rs`     | `all-reduce-perf`: the sweeps, their tables or JSON, trace, NCCL   |
-//! | `run.rs`      | `run`: a scenario under a fault plan                               |
-//! | `progress.rs` | the progress line on a terminal                                    |
+//! | file          | job                                                                   |
+//! |---------------|-----------------------------------------------------------------------|
+//! | `args.rs`     | [`Cli`] and the flags of each command (clap derive), every backend    |
+//! | `perf.rs`     | the sweeps (`all-reduce-perf`, …): table or JSON, trace, NCCL         |
+//! | `run.rs`      | `run`: a scenario under a fault plan, rows as generations complete    |
+//! | `output.rs`   | writing results: a closed pipe stops the run quietly                  |
+//! | `progress.rs` | the progress bar on a terminal (indicatif)                            |
 //!
-//! Exit status: 0 when everything ran and checked out (or the CUDA backend found no GPU and
-//! printed `SKIP`); 1 when the run found wrong elements, ranks that disagreed, or could not
-//! finish; 2 for a command line that makes no run.
+//! Exit status ([`EXIT_CODES`], also in `--help` and README.md): 0 everything ran and checked
+//! out; 1 wrong results or a failed run (stderr's last line says which); 2 a command line that
+//! makes no run; 101 a panic no fault plan injected; 130 Ctrl-C.
 
 mod args;
+mod output;
 mod perf;
 mod progress;
 mod run;
 
 pub use args::{
-    BackendArgs, BaselineArgs, Cli, Command, Listed, ModelArgs, OutputArgs, PerfArgs, RunArgs,
-    Selection,
+    BackendArgs, BaselineArgs, Cli, Command, EXIT_CODES, Listed, OutputArgs, PerfArgs, Roots,
+    RunArgs, Selection,
 };
-pub use perf::sweep_configs;
+pub use perf::{sweep_configs, sweeps_on};
 
 use crate::scenario::ScenarioError;
+use crate::stop::{Stop, StopReason};
 use crate::sweep::SweepError;
+use crate::trace::TraceError;
 use clap::Parser;
 use std::io::{IsTerminal, Write};
-use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, PoisonError};
 
-/// How a command that ran to the end turned out.
+/// How a command that ran to its end (or was stopped) turned out.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Verdict {
     /// Everything checked out.
     Passed,
-    /// The run finished but found a problem (wrong elements, ranks that disagreed).
-    Failed(String),
+    /// The run finished but its results are wrong: what was found (exit 1).
+    Wrong(String),
+    /// The run was stopped early; what it had was written (Ctrl-C: exit 130; a closed output:
+    /// exit 0, quietly).
+    Stopped(StopReason),
 }
 
-/// Why a command could not run to the end.
+/// Why a command could not run to its end.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum CliError {
     /// The options make no run (exit status 2).
     #[error("{0}")]
     Usage(String),
-    /// The sweep stopped.
-    #[error(transparent)]
+    /// The sweep failed.
+    #[error("the run failed: {0}")]
     Sweep(#[from] SweepError),
     /// The scenario could not run.
-    #[error(transparent)]
+    #[error("the run failed: {0}")]
     Scenario(#[from] ScenarioError),
-    /// Writing the results failed.
+    /// Writing the results failed (other than a closed pipe).
     #[error("cannot write the results: {0}")]
     Output(#[source] std::io::Error),
     /// The backend could not make its devices (a CUDA driver that fails, say).
-    #[error("{0}")]
+    #[error("the run failed: {0}")]
     Backend(String),
     /// The NCCL baseline failed.
-    #[error("NCCL baseline: {0}")]
+    #[error("the run failed: NCCL baseline: {0}")]
     Baseline(String),
-    /// Writing the trace file failed.
-    #[error("cannot write the trace to {path}: {source}")]
-    Trace {
-        /// The file.
-        path: PathBuf,
-        /// Why.
-        #[source]
-        source: std::io::Error,
-    },
+    /// The trace file could not be written.
+    #[error(transparent)]
+    Trace(#[from] TraceError),
 }
 
 impl CliError {
@@ -82,40 +84,95 @@ impl CliError {
     }
 }
 
-/// Run `command`, writing results to `out`; `progress` draws a progress line on stderr.
+/// Run `command`, writing results to `out`; `progress` draws a progress bar on stderr.
 pub fn execute(
     command: Command,
     out: &mut (dyn Write + Send),
     progress: bool,
 ) -> Result<Verdict, CliError> {
-    match command {
-        Command::AllReducePerf(args) => perf::all_reduce_perf(&args, out, progress),
-        Command::Run(args) => run::scenario(&args, out),
+    execute_with(command, out, progress, &Stop::new())
+}
+
+/// [`execute`], stopping early when `stop` is set (by a Ctrl-C handler, say).
+pub fn execute_with(
+    command: Command,
+    out: &mut (dyn Write + Send),
+    progress: bool,
+    stop: &Stop,
+) -> Result<Verdict, CliError> {
+    match &command {
+        Command::Run(args) => run::scenario(args, out, progress, stop),
+        other => match other.sweep() {
+            Some((collective, args)) => perf::sweeps(collective, args, out, progress, stop),
+            None => Err(CliError::Usage("no command".to_owned())),
+        },
     }
+}
+
+/// Set by the panic hook when something panics that no fault plan injected.
+static UNEXPECTED_PANIC: AtomicBool = AtomicBool::new(false);
+
+/// Whether a panic that no fault plan injected has happened in this process.
+pub fn unexpected_panic() -> bool {
+    UNEXPECTED_PANIC.load(Ordering::SeqCst)
 }
 
 /// The binary's `main`: parse the process arguments, run, report, and return the exit status.
 pub fn main() -> ExitCode {
     let command = Cli::parse().into_command();
-    quiet_injected_panics();
+    watch_panics();
+    let stop = Stop::new();
+    let on_signal = stop.clone();
+    // A second Ctrl-C ends the process at once; the first lets the run write what it has.
+    let pressed = Mutex::new(false);
+    let _ = ctrlc::set_handler(move || {
+        let mut pressed = pressed.lock().unwrap_or_else(PoisonError::into_inner);
+        if *pressed {
+            std::process::exit(130);
+        }
+        *pressed = true;
+        on_signal.request(StopReason::Interrupted);
+    });
     let progress = std::io::stderr().is_terminal();
     let mut stdout = std::io::stdout();
-    match execute(command, &mut stdout, progress) {
-        Ok(Verdict::Passed) => ExitCode::SUCCESS,
-        Ok(Verdict::Failed(reason)) => {
-            eprintln!("ruccl-perf: {reason}");
-            ExitCode::FAILURE
-        }
-        Err(error) => {
-            eprintln!("error: {error}");
-            ExitCode::from(error.exit_code())
-        }
-    }
+    let result = execute_with(command, &mut stdout, progress, &stop);
+    ExitCode::from(exit_status(&result, &mut std::io::stderr()))
 }
 
-/// Keep the panics a fault plan injects (`injected panic in ...`) off stderr: the rows report them,
-/// as the error every rank received. Any other panic is reported as usual.
-fn quiet_injected_panics() {
+/// The exit status of a command that ended with `result` ([`EXIT_CODES`]), writing the last
+/// line saying why to `stderr` (nothing for a success or a closed output).
+pub fn exit_status(result: &Result<Verdict, CliError>, stderr: &mut dyn Write) -> u8 {
+    // A failing stderr has nowhere left to say anything.
+    let code = match result {
+        Ok(Verdict::Passed) | Ok(Verdict::Stopped(StopReason::OutputClosed)) => 0,
+        Ok(Verdict::Wrong(reason)) => {
+            let _ = writeln!(stderr, "ruccl-perf: wrong results: {reason}");
+            1
+        }
+        Ok(Verdict::Stopped(StopReason::Interrupted)) => {
+            let _ = writeln!(stderr, "ruccl-perf: interrupted");
+            130
+        }
+        Err(error) => {
+            let _ = writeln!(stderr, "ruccl-perf: {error}");
+            error.exit_code()
+        }
+    };
+    if unexpected_panic() {
+        let _ = writeln!(
+            stderr,
+            "ruccl-perf: a panic no --fault injected happened (see above): a bug"
+        );
+        return 101;
+    }
+    code
+}
+
+/// Keep the panics a fault plan injects (`injected panic in ...`) off stderr — the rows report
+/// them, as the error every rank received — and note any other panic, which is reported as usual
+/// and makes the exit status 101 ([`unexpected_panic`]). `main` installs it; it replaces the
+/// process's panic hook.
+pub fn watch_panics() {
     let report = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
         let payload = info.payload();
@@ -124,6 +181,7 @@ fn quiet_injected_panics() {
             .copied()
             .or_else(|| payload.downcast_ref::<String>().map(String::as_str));
         if !message.is_some_and(|message| message.starts_with("injected panic")) {
+            UNEXPECTED_PANIC.store(true, Ordering::SeqCst);
             report(info);
         }
     }));
@@ -138,14 +196,18 @@ fn seconds(flag: &str, value: f64) -> Result<std::time::Duration, CliError> {
     })
 }
 
-/// Write the trace file `path` of `tracer` for `world` ranks.
-fn write_trace(
-    path: &std::path::Path,
-    tracer: &ruccl_sim::Tracer,
-    world: usize,
-) -> Result<(), CliError> {
-    crate::trace::write_trace(path, tracer, world).map_err(|source| CliError::Trace {
-        path: path.to_owned(),
-        source,
-    })
+/// What happened, as the JSON document's and the trace's `outcome`.
+fn outcome_json(outcome: &Result<Verdict, String>) -> serde_json::Value {
+    let (status, message) = match outcome {
+        Ok(Verdict::Passed) => ("passed", String::new()),
+        Ok(Verdict::Wrong(reason)) => ("wrong", reason.clone()),
+        Ok(Verdict::Stopped(StopReason::Interrupted)) => {
+            ("interrupted", StopReason::Interrupted.describe().to_owned())
+        }
+        Ok(Verdict::Stopped(StopReason::OutputClosed)) => {
+            ("stopped", StopReason::OutputClosed.describe().to_owned())
+        }
+        Err(message) => ("failed", message.clone()),
+    };
+    serde_json::json!({ "status": status, "message": message })
 }

@@ -1,197 +1,365 @@
-//! `all-reduce-perf`: one sweep per element type and operation asked for, on the backend's
-//! device, printed as the nccl-tests table (rows as they are measured) or as JSON, with an
-//! optional trace file; then, with `--nccl`, the same sweeps through NCCL.
+//! The sweeps (`all-reduce-perf`, `reduce-scatter-perf`, `all-gather-perf`, `broadcast-perf`):
+//! one sweep per element type, operation and root asked for, all under one header and one
+//! footer as nccl-tests prints them (or one JSON document), rows as they are measured; the
+//! largest size reduced to what fits in memory; an optional trace; then, with `--nccl`, the same
+//! all-reduce sweeps through NCCL.
 
-use super::args::PerfArgs;
+use super::args::{PerfArgs, Roots};
+use super::output::Printer;
 use super::progress::Progress;
-use super::{CliError, Verdict, seconds, write_trace};
+use super::{CliError, Verdict, outcome_json, seconds};
 use crate::backend::{Backend, Devices, OnDevice, Ran, run_on};
-use crate::sweep::{Instruments, PerfRow, SweepConfig, SweepError, SweepEvent, json, sweep, table};
-use ruccl_core::sync::Mutex;
-use ruccl_core::{DeviceId, ElementType, ReduceOperation};
-use ruccl_sim::{HostTensors, LinkModel, Tracer, TracingDevice};
-use serde_json::Value;
+use crate::collectives::PerfCollective;
+use crate::memory::{self, Budget};
+use crate::probe::Probe;
+use crate::stop::Stop;
+use crate::sweep::{
+    Average, Instruments, Places, Sizes, Step, SweepConfig, SweepError, SweepEvent, format_size,
+    json, sweep, table,
+};
+use crate::trace::TraceFile;
+use ruccl_core::{LinkModel, ReduceOperation};
+use ruccl_sim::HostTensors;
 use std::io::Write;
+use std::sync::{Mutex, PoisonError};
 
-/// The sweep of one element type and operation that `args` asks for over `world` ranks. Every
-/// size holds at least one element.
-fn sweep_config(
+/// Every sweep `args` asks of `collective` over `world` ranks — element type by element type,
+/// operation by operation, root by root — or the usage error that makes none.
+pub fn sweep_configs(
+    collective: &'static PerfCollective,
     args: &PerfArgs,
     world: usize,
-    element_type: ElementType,
-    operation: ReduceOperation,
-) -> Result<SweepConfig, CliError> {
-    let link_model = LinkModel::new(args.model.alpha_us * 1e-6, args.model.beta_gbps * 1e9)
-        .map_err(|error| CliError::Usage(format!("--alpha-us/--beta-gbps: {error}")))?;
-    let config = SweepConfig {
-        min_bytes: args.min_bytes.0.max(element_type.size()),
-        max_bytes: args.max_bytes.0,
-        step_factor: args.step_factor as usize,
-        world,
-        element_type,
-        operation,
-        iterations: args.iterations as usize,
-        warmup: args.warmup as usize,
-        check: args.check == 1,
-        timeout: seconds("--timeout", args.timeout_s)?,
-        link_model,
+) -> Result<Vec<SweepConfig>, CliError> {
+    let step = if args.step_factor == 1 {
+        Step::Bytes(args.step_bytes.0)
+    } else {
+        Step::Factor(args.step_factor as usize)
     };
-    config
-        .validate()
-        .map_err(|error| CliError::Usage(error.to_string()))?;
-    Ok(config)
-}
-
-/// Every sweep `args` asks for over `world` ranks, element type by element type, operation by
-/// operation — or the usage error that makes none.
-pub fn sweep_configs(args: &PerfArgs, world: usize) -> Result<Vec<SweepConfig>, CliError> {
+    let operations = match (&args.operations, collective.reduces()) {
+        (Some(selection), true) => selection.0.clone(),
+        _ => vec![ReduceOperation::Sum],
+    };
+    let roots: Vec<usize> = match (args.root, collective.rooted()) {
+        (Some(Roots::All), true) => (0..world).collect(),
+        (Some(Roots::One(root)), true) => vec![root],
+        _ => vec![0],
+    };
+    let average = Average::from_code(args.average)
+        .ok_or_else(|| CliError::Usage(format!("-a {}: expected 0, 1, 2 or 3", args.average)))?;
+    let timeout = seconds("--timeout", args.timeout_s)?;
     let mut configs = Vec::new();
     for &element_type in &args.element_types.0 {
-        for &operation in &args.operations.0 {
-            configs.push(sweep_config(args, world, element_type, operation)?);
+        for &operation in &operations {
+            for &root in &roots {
+                let config = SweepConfig {
+                    collective,
+                    operation,
+                    root,
+                    algorithm: args.algorithm,
+                    element_type,
+                    world,
+                    sizes: Sizes {
+                        min: args.min_bytes.0,
+                        max: args.max_bytes.0,
+                        step,
+                    },
+                    iterations: args.iterations as usize,
+                    warmup: args.warmup as usize,
+                    checks: args.checks as usize,
+                    average,
+                    timeout,
+                    ..SweepConfig::default()
+                };
+                config.validate().map_err(CliError::Usage)?;
+                configs.push(config);
+            }
         }
+    }
+    if configs.is_empty() {
+        return Err(CliError::Usage("nothing to measure".to_owned()));
     }
     Ok(configs)
 }
 
-/// Where the sweep's callback writes: the output and the first write error.
-struct Printer<'a> {
-    out: &'a mut (dyn Write + Send),
-    progress: Progress,
-    failed: Option<std::io::Error>,
+/// A note when sizes are rounded down — to whole elements, and for reduce-scatter and all-gather
+/// to whole blocks of `W` — as nccl-tests rounds them, naming the first.
+fn rounding(configs: &[SweepConfig]) -> Option<String> {
+    configs.iter().find_map(|config| {
+        let rounded = config
+            .sizes
+            .iter()
+            .take(64)
+            .chain([config.sizes.max])
+            .find(|&size| config.setup(size).bytes != size)?;
+        let setup = config.setup(rounded);
+        let blocks = if setup.counts.send == setup.counts.recv {
+            String::new()
+        } else {
+            format!(" in {} equal blocks", config.world)
+        };
+        Some(format!(
+            "sizes are rounded down to whole {} elements{blocks}, as nccl-tests does: {rounded} B is measured as {} B",
+            config.element_type.nccl_name(),
+            setup.bytes
+        ))
+    })
 }
 
-impl Printer<'_> {
-    fn write(&mut self, text: &str) {
-        if self.failed.is_none() {
-            if let Err(error) = self
-                .out
-                .write_all(text.as_bytes())
-                .and_then(|()| self.out.flush())
-            {
-                self.failed = Some(error);
+/// Notes for flags the collective ignores, as nccl-tests ignores them.
+fn ignored_flags(collective: &PerfCollective, args: &PerfArgs) -> Vec<String> {
+    let mut notes = Vec::new();
+    if args.operations.is_some() && !collective.reduces() {
+        notes.push(format!(
+            "-o ignored: {} does not reduce (redop none)",
+            collective.nccl_name
+        ));
+    }
+    if args.root.is_some() && !collective.rooted() {
+        notes.push(format!(
+            "-r ignored: {} has no root (root -1)",
+            collective.nccl_name
+        ));
+    }
+    notes
+}
+
+/// Reduce every sweep's largest size to what fits in `budget`, as nccl-tests reduces maxBytes;
+/// the notes to print, or a usage error if even the smallest size does not fit.
+pub(crate) fn fit_memory(
+    configs: &mut [SweepConfig],
+    budget: &Budget,
+    copies: u64,
+) -> Result<Vec<String>, CliError> {
+    let usable = budget.usable();
+    let mut notes = Vec::new();
+    for config in configs.iter_mut() {
+        let world = config.world;
+        // The batch of inputs made ahead takes at most an eighth of what a rank may use.
+        let per_rank = usable / world.max(1) as u64;
+        config.batch_bytes = config.batch_bytes.min((per_rank / 8) as usize);
+        let need = |config: &SweepConfig, bytes: usize| {
+            let setup = config.setup(bytes);
+            let input = setup.counts.send as u64 * config.element_type.size() as u64;
+            let batch = if setup.counts.send == setup.counts.recv {
+                0
+            } else {
+                (config.batch_bytes as u64).max(input)
+            };
+            memory::estimate(
+                setup.counts,
+                config.element_type.size(),
+                world,
+                copies,
+                batch,
+            )
+        };
+        let smallest = need(config, config.sizes.min);
+        if smallest > usable {
+            return Err(CliError::Usage(format!(
+                "the smallest size (-b {}) needs an estimated {} over {world} ranks; {} — try a smaller -b or fewer ranks",
+                format_size(config.sizes.min),
+                memory::human(smallest),
+                budget
+            )));
+        }
+        let largest = need(config, config.sizes.max);
+        if largest > usable {
+            // The estimate grows with the size: the largest that fits, by bisection.
+            let (mut fits, mut too_big) = (config.sizes.min, config.sizes.max);
+            while too_big - fits > 1 {
+                let middle = fits + (too_big - fits) / 2;
+                if need(config, middle) <= usable {
+                    fits = middle;
+                } else {
+                    too_big = middle;
+                }
             }
+            notes.push(format!(
+                "Reducing maxBytes to {fits} due to memory limitation: {} needs an estimated {} over {world} ranks; {}",
+                config.sizes.max,
+                memory::human(largest),
+                budget
+            ));
+            config.sizes.max = fits;
         }
     }
+    notes.dedup();
+    Ok(notes)
 }
 
-/// The rows of every sweep, the device they ran on, and the first sweep's failure.
-struct Measured {
-    sweeps: Vec<(SweepConfig, Vec<PerfRow>)>,
-    description: String,
-    failure: Option<SweepError>,
+/// What the command prints as it goes, shared with rank 0's thread.
+struct Shown<'a> {
+    printer: Printer<'a>,
+    totals: table::Totals,
+    json: bool,
+    rows: u64,
 }
 
 /// The sweeps of one command, run on whichever device the backend builds.
 struct Sweeps<'a> {
+    collective: &'static PerfCollective,
     args: &'a PerfArgs,
     out: &'a mut (dyn Write + Send),
     progress: bool,
+    stop: &'a Stop,
 }
 
 impl OnDevice for Sweeps<'_> {
-    type Output = Measured;
+    type Output = (Verdict, Vec<SweepConfig>);
 
-    fn run<D: HostTensors>(self, device: &D, devices: &Devices) -> Result<Measured, CliError> {
-        let args = self.args;
-        let configs = sweep_configs(args, devices.world)?;
-        let json_only = args.output.json;
-        let tracer = args.output.trace.as_ref().map(|_| Tracer::new());
+    fn run<D: HostTensors>(
+        self,
+        places: &Places<D>,
+        devices: &Devices,
+    ) -> Result<Self::Output, CliError> {
+        let Sweeps {
+            collective,
+            args,
+            out,
+            progress,
+            stop,
+        } = self;
+        let mut configs = sweep_configs(collective, args, devices.world)?;
+        let budget = Budget::new(args.memory_limit.map(|size| size.0 as u64));
+        let mut notes = fit_memory(&mut configs, &budget, devices.host_copies)?;
+        notes.extend(rounding(&configs));
+        notes.extend(ignored_flags(collective, args));
+        let model = places.out_of_place.link_model();
+        let trace = match &args.output.trace {
+            Some(path) => Some(
+                TraceFile::create(path, devices.world)
+                    .map_err(|error| CliError::Usage(error.to_string()))?,
+            ),
+            None => None,
+        };
+        let probe = Probe::new(devices.world, false, trace.as_ref().map(TraceFile::sink));
+        let probed = Places {
+            out_of_place: probe.wrap(places.out_of_place.clone()),
+            in_place: probe.wrap(places.in_place.clone()),
+        };
         let instruments = Instruments {
             ledger: devices.ledger.clone(),
-            tracer: tracer.clone(),
+            probe,
+            stop: stop.clone(),
         };
-        let printer = Mutex::new(Printer {
-            out: self.out,
-            progress: Progress::new(self.progress),
-            failed: None,
+        let mut printer = Printer::new(out, stop);
+        let first = &configs[0];
+        if args.output.json {
+            printer.write(&json::head(first, &devices.description, &model));
+        } else {
+            let mut info = table::HeaderInfo {
+                device: devices.description.clone(),
+                using_devices: devices.using_devices.clone(),
+                notes: devices.title.clone(),
+            };
+            info.notes.push(model_line(&model));
+            info.notes.extend(notes.iter().cloned());
+            printer.write(&table::header(first, &info));
+        }
+        let total: u64 = configs.iter().map(|config| config.sizes.count()).sum();
+        let bar = Progress::new(progress, total, "sizes");
+        let shown = Mutex::new(Shown {
+            printer,
+            totals: table::Totals::default(),
+            json: args.output.json,
+            rows: 0,
         });
-        if !json_only {
-            let title: String = devices
-                .title
-                .iter()
-                .map(|line| format!("# {line}\n"))
-                .collect();
-            printer.lock().write(&title);
-        }
-        let mut measured = Measured {
-            sweeps: Vec::new(),
-            description: devices.description.clone(),
-            failure: None,
+        let on_event = |event: SweepEvent<'_>| match event {
+            SweepEvent::Started { bytes, place, .. } => {
+                bar.message(format!("{} B {}", format_size(bytes), place.name()));
+            }
+            SweepEvent::Measured(row) => {
+                let mut shown = shown.lock().unwrap_or_else(PoisonError::into_inner);
+                shown.totals.add(row);
+                let text = if shown.json {
+                    json::row(row, shown.rows == 0)
+                } else {
+                    table::row(row)
+                };
+                shown.rows += 1;
+                bar.around(|| shown.printer.write(&text));
+                bar.advance(1);
+            }
         };
-        for config in configs {
-            if !json_only {
-                printer
-                    .lock()
-                    .write(&table::header(&config, &devices.description));
-            }
-            let rows = Mutex::new(Vec::new());
-            let on_event = |event: SweepEvent<'_>| {
-                let mut printer = printer.lock();
-                match event {
-                    SweepEvent::Started {
-                        index,
-                        total,
-                        bytes,
-                    } => printer.progress.show(index, total, bytes),
-                    SweepEvent::Measured(row) => {
-                        printer.progress.clear();
-                        if !json_only {
-                            printer.write(&table::row(row));
-                        }
-                        rows.lock().push(row.clone());
-                    }
-                }
-            };
-            let outcome = match &tracer {
-                Some(tracer) => {
-                    let ranks = (0..config.world as u32).map(DeviceId::new).collect();
-                    let traced = TracingDevice::new(device.clone(), ranks, tracer.clone());
-                    sweep(&traced, &config, &instruments, &on_event)
-                }
-                None => sweep(device, &config, &instruments, &on_event),
-            };
-            let rows = rows.into_inner();
-            let mut shown = printer.lock();
-            shown.progress.clear();
-            if !json_only {
-                shown.write(&table::footer(&rows));
-            }
-            drop(shown);
-            if let Err(error) = outcome {
-                measured.failure.get_or_insert(error);
-            }
-            measured.sweeps.push((config, rows));
+        let outcome = sweep(&probed, &configs, &instruments, &on_event);
+        bar.finish();
+        let mut shown = shown.into_inner().unwrap_or_else(PoisonError::into_inner);
+        let verdict = match outcome {
+            Ok(()) if shown.totals.wrong > 0 => Ok(Verdict::Wrong(format!(
+                "{} wrong values (elements that differ from the reference, plus all-reduce ranks whose bits differ from rank 0's) in {} of {} checked measurements",
+                shown.totals.wrong, shown.totals.failed, shown.totals.checked
+            ))),
+            Ok(()) => Ok(Verdict::Passed),
+            Err(SweepError::Stopped(reason)) => Ok(Verdict::Stopped(reason)),
+            Err(error) => Err(error),
+        };
+        let described = verdict.clone().map_err(|e| e.to_string());
+        let outcome = outcome_json(&described);
+        if shown.json {
+            let tail = json::tail(&shown.totals, &outcome);
+            shown.printer.write(&tail);
+        } else {
+            let footer = table::footer(&shown.totals);
+            shown.printer.write(&footer);
         }
-        let mut printer = printer.into_inner();
-        if let Some(error) = printer.failed.take() {
+        if let Some(trace) = trace {
+            trace.finish(outcome)?;
+        }
+        if let Some(error) = shown.printer.take_error() {
             return Err(CliError::Output(error));
         }
-        if let (Some(path), Some(tracer)) = (&args.output.trace, &tracer) {
-            write_trace(path, tracer, devices.world)?;
-        }
-        Ok(measured)
+        Ok((verdict?, configs))
     }
 }
 
-/// One document per sweep (the NCCL baseline's included); an array of them when there are
-/// several.
-fn one_document(mut documents: Vec<Value>) -> Value {
-    if documents.len() == 1 {
-        documents.remove(0)
-    } else {
-        Value::Array(documents)
-    }
+/// The header line describing the device's link model.
+fn model_line(model: &LinkModel) -> String {
+    let links = match model.links() {
+        ruccl_core::Links::Shared => "one link shared by all transfers of a step",
+        _ => "one port per rank",
+    };
+    format!(
+        "link model (what auto resolves with; the model column): alpha {} us per step, beta {} GB/s, {links}",
+        table::general(model.alpha() * 1e6),
+        table::general(model.beta() / 1e9)
+    )
 }
 
-/// Run the sweeps and print them.
-pub(crate) fn all_reduce_perf(
+/// Run the sweeps of `collective` that `args` asks for on `places`, described by `devices`
+/// (instead of the device `args.backend` names: a harness's own device), printing them to `out`
+/// as the command would; the NCCL baseline is not run.
+pub fn sweeps_on<D: HostTensors>(
+    collective: &'static PerfCollective,
+    args: &PerfArgs,
+    places: &Places<D>,
+    devices: &Devices,
+    out: &mut (dyn Write + Send),
+    stop: &Stop,
+) -> Result<Verdict, CliError> {
+    let command = Sweeps {
+        collective,
+        args,
+        out,
+        progress: false,
+        stop,
+    };
+    command.run(places, devices).map(|(verdict, _)| verdict)
+}
+
+/// Run the sweeps of `collective` that `args` asks for and print them.
+pub(crate) fn sweeps(
+    collective: &'static PerfCollective,
     args: &PerfArgs,
     out: &mut (dyn Write + Send),
     progress: bool,
+    stop: &Stop,
 ) -> Result<Verdict, CliError> {
     // Flags that make no run are refused before any device is made.
-    sweep_configs(args, 1)?;
+    sweep_configs(
+        collective,
+        args,
+        args.world.map_or(4, |world| world as usize),
+    )?;
     if args.baseline.nccl && args.backend.backend != Backend::Cuda {
         return Err(CliError::Usage(
             "--nccl is the CUDA backend's baseline: add --backend cuda".to_owned(),
@@ -204,53 +372,36 @@ pub(crate) fn all_reduce_perf(
                 .to_owned(),
         ));
     }
-    let sweeps = Sweeps {
+    if args.baseline.nccl && !std::ptr::eq(collective, &crate::collectives::ALL_REDUCE) {
+        return Err(CliError::Usage(
+            "--nccl: the NCCL baseline measures all-reduce only".to_owned(),
+        ));
+    }
+    let command = Sweeps {
+        collective,
         args,
         out: &mut *out,
         progress,
+        stop,
     };
-    let measured = match run_on(&args.backend, args.world, sweeps)? {
+    let (verdict, _configs) = match run_on(&args.backend, args.world, command)? {
         Ran::Ran(measured) => measured,
         Ran::Skipped(reason) => {
             writeln!(out, "{reason}").map_err(CliError::Output)?;
             return Ok(Verdict::Passed);
         }
     };
-    if let Some(failure) = measured.failure {
-        return Err(CliError::Sweep(failure));
+    #[cfg(feature = "nccl")]
+    if args.baseline.nccl && verdict == Verdict::Passed {
+        return baseline(&_configs, out);
     }
-    let mut wrong = wrong_elements(measured.sweeps.iter().flat_map(|(_, rows)| rows));
-    let mut documents: Vec<Value> = measured
-        .sweeps
-        .iter()
-        .map(|(config, rows)| json::sweep_json(config, &measured.description, rows))
-        .collect();
-    if args.baseline.nccl {
-        let (counted, baseline_documents) = baseline(args, out)?;
-        wrong += counted;
-        documents.extend(baseline_documents);
-    }
-    if args.output.json {
-        let document = one_document(documents);
-        writeln!(out, "{document:#}").map_err(CliError::Output)?;
-    }
-    Ok(if wrong == 0 {
-        Verdict::Passed
-    } else {
-        Verdict::Failed(format!("{wrong} wrong elements"))
-    })
+    Ok(verdict)
 }
 
-/// Wrong elements over `rows` (unchecked rows count none).
-fn wrong_elements<'a>(rows: impl Iterator<Item = &'a PerfRow>) -> u64 {
-    rows.filter_map(|row| row.wrong).sum()
-}
-
-/// The NCCL baseline: the same sweeps through NCCL, one rank per GPU, as tables (or, with
-/// `--json`, documents to print with the others). Returns the wrong elements that count (NCCL's
-/// `avg` may round differently from the reference: its `#wrong` is shown, not counted).
+/// The NCCL baseline: the same all-reduce sweeps through NCCL, one rank per GPU, as tables.
+/// NCCL's `avg` may round differently from the reference: its `#wrong` is shown, not counted.
 #[cfg(feature = "nccl")]
-fn baseline(args: &PerfArgs, out: &mut (dyn Write + Send)) -> Result<(u64, Vec<Value>), CliError> {
+fn baseline(configs: &[SweepConfig], out: &mut (dyn Write + Send)) -> Result<Verdict, CliError> {
     use crate::nccl::NcclBaseline;
     let print = |out: &mut (dyn Write + Send), text: &str| {
         out.write_all(text.as_bytes())
@@ -264,42 +415,39 @@ fn baseline(args: &PerfArgs, out: &mut (dyn Write + Send)) -> Result<(u64, Vec<V
     let baseline = match NcclBaseline::new(&ordinals) {
         Ok(baseline) => baseline,
         Err(error) => {
-            if !args.output.json {
-                print(out, &format!("# NCCL baseline skipped: {error}\n"))?;
-            }
-            return Ok((0, Vec::new()));
+            print(out, &format!("# NCCL baseline skipped: {error}\n"))?;
+            return Ok(Verdict::Passed);
         }
     };
     let version = NcclBaseline::version().map_or_else(|e| e.to_string(), |v| v.to_string());
-    let description = format!("NCCL {version} ({gpus} ranks, one per GPU, in place, one thread)");
-    let mut wrong = 0;
-    let mut documents = Vec::new();
-    for config in sweep_configs(args, gpus)? {
-        if !args.output.json {
-            print(out, &table::header(&config, &description))?;
-        }
-        let mut rows = Vec::new();
-        for bytes in config.sizes() {
+    let info = table::HeaderInfo {
+        device: format!("NCCL {version} ({gpus} ranks, one per GPU, one thread)"),
+        using_devices: Vec::new(),
+        notes: Vec::new(),
+    };
+    let mut totals = table::Totals::default();
+    let mut counted = 0;
+    for config in configs {
+        let config = SweepConfig {
+            world: gpus,
+            ..config.clone()
+        };
+        print(out, &table::header(&config, &info))?;
+        for bytes in config.sizes.iter() {
             let row = baseline
                 .measure(&config, bytes)
                 .map_err(|error| CliError::Baseline(format!("{bytes} B: {error}")))?;
-            if !args.output.json {
-                print(out, &table::row(&row))?;
+            print(out, &table::row(&row))?;
+            totals.add(&row);
+            if config.operation != ReduceOperation::Mean {
+                counted += row.wrong();
             }
-            rows.push(row);
         }
-        if !args.output.json {
-            print(out, &table::footer(&rows))?;
-        }
-        if config.operation != ReduceOperation::Mean {
-            wrong += wrong_elements(rows.iter());
-        }
-        documents.push(json::sweep_json(&config, &description, &rows));
     }
-    Ok((wrong, documents))
-}
-
-#[cfg(not(feature = "nccl"))]
-fn baseline(_: &PerfArgs, _: &mut (dyn Write + Send)) -> Result<(u64, Vec<Value>), CliError> {
-    Ok((0, Vec::new()))
+    print(out, &table::footer(&totals))?;
+    Ok(if counted == 0 {
+        Verdict::Passed
+    } else {
+        Verdict::Wrong(format!("{counted} wrong elements in the NCCL baseline"))
+    })
 }

@@ -1,53 +1,49 @@
-//! A one-line progress indicator on stderr, drawn only when stderr is a terminal.
+//! The progress bar on stderr, drawn only when stderr is a terminal (indicatif); rows printed to
+//! the same terminal go around it.
 
-use crate::sweep::format_size;
-use std::io::Write as _;
-use std::time::Instant;
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-/// Shows which size a sweep is measuring; every call is a no-op when disabled.
+/// A progress bar, or nothing when disabled.
 #[derive(Debug)]
 pub(crate) struct Progress {
-    enabled: bool,
-    started: Instant,
-    drawn: bool,
+    bar: ProgressBar,
 }
 
 impl Progress {
-    /// A progress line on stderr if `enabled` (stderr is a terminal).
-    pub(crate) fn new(enabled: bool) -> Self {
-        Self {
-            enabled,
-            started: Instant::now(),
-            drawn: false,
-        }
+    /// A bar of `total` steps (`unit`: what a step is) on stderr if `enabled`.
+    pub(crate) fn new(enabled: bool, total: u64, unit: &str) -> Self {
+        let bar = if enabled {
+            let bar = ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::stderr());
+            let template = format!(
+                "{{spinner}} [{{elapsed_precise}}] {{wide_bar}} {{human_pos}}/{{human_len}} {unit} ({{per_sec}}, {{eta}} left) {{msg}}"
+            );
+            if let Ok(style) = ProgressStyle::with_template(&template) {
+                bar.set_style(style);
+            }
+            bar
+        } else {
+            ProgressBar::hidden()
+        };
+        Self { bar }
     }
 
-    /// Size `index` of `total` (`bytes` per rank) has started.
-    pub(crate) fn show(&mut self, index: usize, total: usize, bytes: usize) {
-        if !self.enabled {
-            return;
-        }
-        let mut stderr = std::io::stderr().lock();
-        // Progress is best effort: a failed write to the terminal is not worth failing for.
-        let _ = write!(
-            stderr,
-            "\r\x1b[2K[{}/{}] measuring {} B per rank ({:.1} s)",
-            index + 1,
-            total,
-            format_size(bytes),
-            self.started.elapsed().as_secs_f64()
-        );
-        let _ = stderr.flush();
-        self.drawn = true;
+    /// Say what is being done now.
+    pub(crate) fn message(&self, message: String) {
+        self.bar.set_message(message);
     }
 
-    /// Erase the line (before printing a row, and at the end).
-    pub(crate) fn clear(&mut self) {
-        if self.enabled && self.drawn {
-            let mut stderr = std::io::stderr().lock();
-            let _ = write!(stderr, "\r\x1b[2K");
-            let _ = stderr.flush();
-            self.drawn = false;
-        }
+    /// Advance by `steps`.
+    pub(crate) fn advance(&self, steps: u64) {
+        self.bar.inc(steps);
+    }
+
+    /// Run `print` with the bar out of the way.
+    pub(crate) fn around<T>(&self, print: impl FnOnce() -> T) -> T {
+        self.bar.suspend(print)
+    }
+
+    /// Remove the bar.
+    pub(crate) fn finish(&self) {
+        self.bar.finish_and_clear();
     }
 }

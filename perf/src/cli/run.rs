@@ -1,95 +1,215 @@
 //! `run`: a scenario on the backend's device behind the fault decorator, under the command
-//! line's fault plan.
+//! line's fault plan (checked against the run first), rows printed as generations complete.
 
 use super::args::RunArgs;
-use super::{CliError, Verdict, seconds, write_trace};
+use super::output::Printer;
+use super::progress::Progress;
+use super::{CliError, Verdict, outcome_json, seconds};
 use crate::backend::{Devices, OnDevice, Ran, run_on};
-use crate::scenario::{GenerationRow, ScenarioConfig, json, run_scenario, table};
-use ruccl_core::DeviceId;
-use ruccl_sim::{FaultyDevice, HostTensors, Tracer};
+use crate::collectives::Counts;
+use crate::memory::{self, Budget};
+use crate::probe::Probe;
+use crate::scenario::faults::FaultRun;
+use crate::scenario::{ScenarioConfig, Summary, check_faults, json, run_scenario, table};
+use crate::stop::Stop;
+use crate::sweep::Places;
+use crate::trace::TraceFile;
+use ruccl_core::{DeviceId, LinkModel, Plan, TensorInfo};
+use ruccl_sim::{FaultyDevice, HostTensors};
 use std::io::Write;
 
-/// The scenario `args` asks for over `world` ranks.
-fn scenario_config(args: &RunArgs, world: usize) -> Result<ScenarioConfig, CliError> {
-    Ok(ScenarioConfig {
+/// The scenario `args` asks for over `world` ranks, checked: its shape, its memory, and the fault
+/// plan against it (with the device's `model`, which resolves `Auto`).
+fn scenario_config(
+    args: &RunArgs,
+    world: usize,
+    model: &LinkModel,
+    copies: u64,
+) -> Result<ScenarioConfig, CliError> {
+    let collective = args.collective.0.collective(args.operation, args.root);
+    let config = ScenarioConfig {
         world,
+        collective,
+        algorithm: args.algorithm,
         length: args.length.0,
         element_type: args.element_type,
-        operation: args.operation,
         generations: args.generations,
         timeout: seconds("--timeout", args.timeout_s)?,
-    })
+    };
+    config.validate().map_err(CliError::Usage)?;
+    let output = collective.output_len(world, config.length).unwrap_or(0);
+    let counts = Counts {
+        send: config.length,
+        recv: output,
+        param: config.length,
+    };
+    let need = memory::estimate(counts, config.element_type.size(), world, copies, 0);
+    let budget = Budget::new(args.memory_limit.map(|size| size.0 as u64));
+    if need > budget.usable() {
+        return Err(CliError::Usage(format!(
+            "-l {} needs an estimated {} per generation over {world} ranks; {}",
+            config.length,
+            memory::human(need),
+            budget
+        )));
+    }
+    let input = TensorInfo {
+        len: config.length,
+        element: config.element_type,
+    };
+    let plan = Plan::with_model(collective, config.algorithm, world, input, model)
+        .map_err(|error| CliError::Usage(error.to_string()))?;
+    let run = FaultRun {
+        world,
+        generations: config.generations,
+        steps: plan.steps().len(),
+    };
+    check_faults(&args.plan(), run).map_err(|reason| {
+        CliError::Usage(format!(
+            "--fault: {reason} (the plan: {} {}, {} steps)",
+            plan.algorithm(),
+            collective,
+            run.steps
+        ))
+    })?;
+    Ok(config)
 }
 
 /// The scenario of one command, run on whichever device the backend builds.
 struct Scenario<'a> {
     args: &'a RunArgs,
     out: &'a mut (dyn Write + Send),
+    progress: bool,
+    stop: &'a Stop,
 }
 
 impl OnDevice for Scenario<'_> {
-    type Output = Vec<GenerationRow>;
+    type Output = (Summary, Result<(), String>);
 
     fn run<D: HostTensors>(
         self,
-        device: &D,
+        places: &Places<D>,
         devices: &Devices,
-    ) -> Result<Vec<GenerationRow>, CliError> {
-        let args = self.args;
-        let config = scenario_config(args, devices.world)?;
+    ) -> Result<Self::Output, CliError> {
+        let Scenario {
+            args,
+            out,
+            progress,
+            stop,
+        } = self;
+        let device = &places.in_place;
+        let config = scenario_config(
+            args,
+            devices.world,
+            &device.link_model(),
+            devices.host_copies,
+        )?;
         let plan = args.plan();
         let faults = plan.to_string();
+        let trace = match &args.output.trace {
+            Some(path) => Some(
+                TraceFile::create(path, config.world)
+                    .map_err(|error| CliError::Usage(error.to_string()))?,
+            ),
+            None => None,
+        };
         let ranks: Vec<DeviceId> = (0..config.world as u32).map(DeviceId::new).collect();
         let faulty = FaultyDevice::new(device.clone(), ranks, plan);
-        let tracer = Tracer::new();
-        let rows = run_scenario(&faulty, &config, &tracer)?;
+        let probe = Probe::new(config.world, true, trace.as_ref().map(TraceFile::sink));
         let description = format!("{} behind the fault injector", devices.description);
-        let text = if args.output.json {
-            format!("{:#}\n", json::scenario_json(&config, &faults, &rows))
+        let mut printer = Printer::new(out, stop);
+        if args.output.json {
+            printer.write(&json::head(&config, &faults, &description));
         } else {
-            let mut text: String = devices
+            let title: String = devices
                 .title
                 .iter()
                 .map(|line| format!("# {line}\n"))
                 .collect();
-            text.push_str(&table::scenario_header(&config, &description, &faults));
-            for row in &rows {
-                text.push_str(&table::scenario_row(row, config.world));
-            }
-            text.push_str(&table::scenario_footer(&rows));
-            text
-        };
-        self.out
-            .write_all(text.as_bytes())
-            .and_then(|()| self.out.flush())
-            .map_err(CliError::Output)?;
-        if let Some(path) = &args.output.trace {
-            write_trace(path, &tracer, config.world)?;
+            printer.write(&title);
+            printer.write(&table::scenario_header(&config, &description, &faults));
         }
-        Ok(rows)
+        let bar = Progress::new(progress, config.generations, "generations");
+        let mut first = true;
+        let mut on_row = |row: &crate::scenario::GenerationRow| {
+            let text = if args.output.json {
+                json::row(row, first)
+            } else {
+                table::scenario_row(row, &config)
+            };
+            first = false;
+            bar.around(|| printer.write(&text));
+            bar.advance(1);
+        };
+        let ran = run_scenario(&faulty, &config, &probe, stop, &mut on_row);
+        bar.finish();
+        let (summary, failure) = match ran {
+            Ok(summary) => (summary, Ok(())),
+            Err(error) => (Summary::default(), Err(error.to_string())),
+        };
+        let verdict = failure.clone().map(|()| verdict(&summary));
+        let outcome = outcome_json(&verdict);
+        if args.output.json {
+            printer.write(&json::tail(&summary, &outcome));
+        } else {
+            printer.write(&table::scenario_footer(&summary));
+        }
+        if let Some(trace) = trace {
+            trace.finish(outcome)?;
+        }
+        if let Some(error) = printer.take_error() {
+            return Err(CliError::Output(error));
+        }
+        Ok((summary, failure))
+    }
+}
+
+/// How a scenario that ran turned out: wrong when any generation broke agreement or delivered
+/// wrong values; a generation that failed on every rank alike is ruCCL working.
+fn verdict(summary: &Summary) -> Verdict {
+    if let Some(reason) = summary.stopped {
+        return Verdict::Stopped(reason);
+    }
+    match (summary.disagreed, summary.wrong) {
+        (0, 0) => Verdict::Passed,
+        (0, wrong) => Verdict::Wrong(format!(
+            "{wrong} wrong values in Ok outputs (elements that differ from the reference, plus all-reduce ranks whose bits differ from rank 0's)"
+        )),
+        (disagreed, _) => Verdict::Wrong(format!(
+            "{disagreed} generations broke agreement (ranks got different outcomes)"
+        )),
     }
 }
 
 /// Run the scenario and print it.
-pub(crate) fn scenario(args: &RunArgs, out: &mut (dyn Write + Send)) -> Result<Verdict, CliError> {
+pub(crate) fn scenario(
+    args: &RunArgs,
+    out: &mut (dyn Write + Send),
+    progress: bool,
+    stop: &Stop,
+) -> Result<Verdict, CliError> {
+    // A scenario that cannot run is refused before any device is made (with the simulated
+    // device's model; the backend's own is checked again once made).
+    let world = args.world.map_or(4, |world| world as usize);
+    scenario_config(
+        args,
+        world,
+        &ruccl_sim::SimDevice::new().model(),
+        memory::SIM_COPIES,
+    )?;
     let command = Scenario {
         args,
         out: &mut *out,
+        progress,
+        stop,
     };
-    let rows = match run_on(&args.backend, args.world, command)? {
-        Ran::Ran(rows) => rows,
+    let (summary, failure) = match run_on(&args.backend, args.world, command)? {
+        Ran::Ran(ran) => ran,
         Ran::Skipped(reason) => {
             writeln!(out, "{reason}").map_err(CliError::Output)?;
             return Ok(Verdict::Passed);
         }
     };
-    let disagreed = rows.iter().filter(|row| !row.agreed()).count();
-    let wrong: u64 = rows.iter().map(|row| row.wrong).sum();
-    Ok(match (disagreed, wrong) {
-        (0, 0) => Verdict::Passed,
-        (0, wrong) => Verdict::Failed(format!("{wrong} wrong elements in Ok outputs")),
-        (disagreed, _) => Verdict::Failed(format!(
-            "{disagreed} generations broke agreement (ranks got different outcomes)"
-        )),
-    })
+    failure.map_err(CliError::Backend)?;
+    Ok(verdict(&summary))
 }

@@ -1,12 +1,14 @@
-//! The text table of a `run` scenario: one line per generation.
+//! The text table of a `run` scenario: one line per generation, printed as it completes.
 //!
-//! Columns: `gen`; `ok ranks` (compact, `0-3`, `0,2`, `none`); `moved` and `bound`, the elements
-//! the completed ring steps moved over all links and the all-reduce lower bound `2(W-1)·n`, and
-//! their `ratio`; `#wrong` among the `Ok` outputs; `error`, the one error every failing rank got —
-//! or `DISAGREE` with each rank's, which would break ruCCL's agreement property. Notes (a
-//! panicking output drop, say) follow their generation as comment lines.
+//! Columns: `gen`; `ok ranks` (compact, `0-3`, `0,2`, `none`); `algorithm`, what the plan
+//! resolved to; `time`, the longest rank's call (µs); `sent` and `bound`, the elements the
+//! busiest rank sent in the completed steps and the collective's per-rank lower bound, and their
+//! `ratio`; `#wrong`, elements among the `Ok` outputs that differ from the reference plus, for
+//! an all-reduce, `Ok` ranks whose bits differ from rank 0's; `error`, the one error every
+//! failing rank got — or `DISAGREE` with each rank's, which would break ruCCL's agreement
+//! property. Notes (a panicking output drop, say) follow their generation as comment lines.
 
-use super::runner::{GenerationRow, ScenarioConfig};
+use super::runner::{GenerationRow, ScenarioConfig, Summary};
 use std::fmt::Write as _;
 
 /// The header: the scenario and the column names.
@@ -15,11 +17,12 @@ pub fn scenario_header(config: &ScenarioConfig, device: &str, faults: &str) -> S
     // Writing to a `String` cannot fail.
     let _ = writeln!(
         text,
-        "# ruccl-perf run: {} ranks, {} x {}, {}, {} generations on {device}",
+        "# ruccl-perf run: {}, {} ranks, {} x {}, algorithm {}, {} generations on {device}",
+        config.collective,
         config.world,
         config.length,
         config.element_type.nccl_name(),
-        config.operation.nccl_name(),
+        config.algorithm,
         config.generations,
     );
     let faults = if faults.is_empty() { "none" } else { faults };
@@ -27,23 +30,24 @@ pub fn scenario_header(config: &ScenarioConfig, device: &str, faults: &str) -> S
     text.push_str("#\n");
     let _ = writeln!(
         text,
-        "#{:>4}  {:<10}  {:>10}  {:>10}  {:>5}  {:>6}  error",
-        "gen", "ok ranks", "moved", "bound", "ratio", "#wrong"
+        "#{:>4}  {:<10}  {:>16}  {:>10}  {:>10}  {:>10}  {:>5}  {:>6}  error",
+        "gen", "ok ranks", "algorithm", "time (us)", "sent", "bound", "ratio", "#wrong"
     );
     text
 }
 
 /// One generation's line (and its notes), with trailing newlines.
-pub fn scenario_row(row: &GenerationRow, world: usize) -> String {
-    let ratio = if row.lower_bound > 0 {
-        format!("{:.2}", row.moved as f64 / row.lower_bound as f64)
+pub fn scenario_row(row: &GenerationRow, config: &ScenarioConfig) -> String {
+    let bound = config.lower_bound();
+    let ratio = if bound > 0.0 {
+        format!("{:.2}", row.sent as f64 / bound)
     } else {
         "-".to_owned()
     };
     let wrong = if row.ok_ranks.is_empty() {
         "-".to_owned()
     } else {
-        row.wrong.to_string()
+        row.wrong_values().to_string()
     };
     let error = if row.errors.is_empty() {
         "-".to_owned()
@@ -58,11 +62,13 @@ pub fn scenario_row(row: &GenerationRow, world: usize) -> String {
         format!("DISAGREE ({} ok) {}", row.ok_ranks.len(), each.join(" | "))
     };
     let mut text = format!(
-        " {:>4}  {:<10}  {:>10}  {:>10}  {:>5}  {:>6}  {error}\n",
+        " {:>4}  {:<10}  {:>16}  {:>10.2}  {:>10}  {:>10}  {:>5}  {:>6}  {error}\n",
         row.generation,
-        ranks(&row.ok_ranks, world),
-        row.moved,
-        row.lower_bound,
+        ranks(&row.ok_ranks, config.world),
+        row.algorithm.map_or("-", |algorithm| algorithm.name()),
+        row.time_us,
+        row.sent,
+        bound.round() as u64,
         ratio,
         wrong,
     );
@@ -72,18 +78,23 @@ pub fn scenario_row(row: &GenerationRow, world: usize) -> String {
     text
 }
 
-/// The footer: how many generations succeeded, failed, or broke agreement.
-pub fn scenario_footer(rows: &[GenerationRow]) -> String {
-    let ok = rows.iter().filter(|row| row.errors.is_empty()).count();
-    let broken = rows.iter().filter(|row| !row.agreed()).count();
-    let wrong: u64 = rows.iter().map(|row| row.wrong).sum();
-    format!(
-        "# generations: {} ok, {} failed on every rank alike, {} disagreed; wrong elements: {}\n",
-        ok,
-        rows.len() - ok - broken,
-        broken,
-        wrong
-    )
+/// The footer: how many generations succeeded, failed, or broke agreement, and the time.
+pub fn scenario_footer(summary: &Summary) -> String {
+    let mut text = format!(
+        "# generations: {} ok, {} failed on every rank alike, {} disagreed; wrong values: {}\n",
+        summary.ok, summary.failed_alike, summary.disagreed, summary.wrong
+    );
+    let _ = writeln!(
+        text,
+        "# mean time per generation: {:.2} us ({} generations in {:.3} s)",
+        summary.mean_us(),
+        summary.generations,
+        summary.elapsed.as_secs_f64()
+    );
+    if let Some(reason) = summary.stopped {
+        let _ = writeln!(text, "# stopped early: {}", reason.describe());
+    }
+    text
 }
 
 /// `ranks` (sorted) as runs: `0-3`, `0,2,5-6`, or `none`.

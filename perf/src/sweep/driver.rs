@@ -1,162 +1,117 @@
-//! The nccl-tests-style sweep: all-reduce time per message size, through a real
-//! [`NativeCommunicator`] with one persistent thread per rank, on any device that can upload and
+//! The sweep driver, nccl-tests' `TimeTest` and `BenchTime`: collectives through real
+//! [`NativeCommunicator`]s, one persistent thread per rank, on any device that can upload and
 //! download host values.
 //!
-//! Per size, every rank uploads its [`pattern::input`](ruccl_sim::pattern::input); then, with the
-//! check on, one all-reduce whose outputs are downloaded and compared with the reference
-//! (`#wrong`, summed over ranks);
-//! then `warmup` untimed and `iterations` timed all-reduces, each feeding its output back as the
-//! next input, so nothing but the collective runs in the loop (no host copy: on a GPU the loop
-//! times device work only). Rank 0 times the iterations from the end of the last warm-up
-//! all-reduce (with no warm-up, from a barrier after every rank's check) to the end of its last
-//! timed one (a collective returns only once the generation is complete, device work included),
-//! so the harness's own barriers stay out of the figure.
+//! Two communicators serve the ranks: one over the device working **out of place** (every
+//! generation copies its inputs into fresh buffers, nccl-tests' out-of-place) and one **in
+//! place** (the device works in the input's own allocation where the plan allows it). For each
+//! sweep, as nccl-tests: `warmup` untimed collectives at the largest and then at the smallest
+//! size; then per size, out of place and then in place:
+//!
+//! 1. every rank uploads its [`pattern`](ruccl_sim::pattern) input and runs one untimed
+//!    collective (nccl-tests' sync);
+//! 2. a barrier; each rank times `iterations` collectives — an all-reduce or broadcast feeds
+//!    its output back as the next input, so nothing but the collective runs in the loop; a
+//!    reduce-scatter or all-gather, whose output cannot be its next input, takes inputs uploaded
+//!    before a barrier, in batches that fit `batch_bytes` — and the time per collective is
+//!    averaged over the ranks as `-a` says;
+//! 3. `checks` times: fresh inputs (a new seed each), one collective, every rank's output
+//!    compared with the reference; `#wrong` is the elements that differ plus, for an
+//!    all-reduce, the ranks whose output bits differ from rank 0's. A check that finds
+//!    something ends the checking, as in nccl-tests.
+//!
+//! Rank 0 reports each row as it is measured. A rank that fails (a collective's error, a
+//! failed upload, [`Stop`]) breaks the barriers and aborts both communicators, so no rank
+//! waits for it; the sweep returns the first failure.
 
+use super::config::{Setup, SweepConfig};
 use super::gate::{Broken, Gate};
-use super::row::PerfRow;
-use ruccl_core::sync::Mutex;
+use super::row::{Measured, PerfRow};
+use crate::probe::Probe;
+use crate::stop::{Stop, StopReason};
 use ruccl_core::{
-    DeviceId, ElementType, NativeCollectiveError, NativeCommunicator, ReduceOperation, RingSchedule,
+    Collective, CollectiveOptions, DeviceId, NativeCollectiveError, NativeCommunicator, Plan,
+    TensorInfo,
 };
 use ruccl_sim::contain::{call, release};
-use ruccl_sim::pattern::{self, Expected};
-use ruccl_sim::{HostTensors, Ledger, LinkModel, Tracer};
+use ruccl_sim::pattern::{self, Check};
+use ruccl_sim::{GenerationTraffic, HostTensors, HostValues, Ledger, LinkModel};
+use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
-/// What to sweep.
-#[derive(Clone, Debug, PartialEq)]
-pub struct SweepConfig {
-    /// The smallest message, in bytes per rank (`-b`).
-    pub min_bytes: usize,
-    /// The largest message, in bytes per rank (`-e`).
-    pub max_bytes: usize,
-    /// Each size is the previous one times this (`-f`, at least 2).
-    pub step_factor: usize,
-    /// The number of ranks (`-g`).
-    pub world: usize,
-    /// The element type (`-d`).
-    pub element_type: ElementType,
-    /// The reduction (`-o`).
-    pub operation: ReduceOperation,
-    /// Timed all-reduces per size (`-n`, at least 1).
-    pub iterations: usize,
-    /// Untimed all-reduces per size before timing (`-w`).
-    pub warmup: usize,
-    /// Whether to check one all-reduce per size against the reference (`-c`).
-    pub check: bool,
-    /// A rank that waits longer than this for the others fails the sweep instead of hanging it.
-    pub timeout: Duration,
-    /// The model whose predicted time is printed beside the measured one.
-    pub link_model: LinkModel,
+/// `mutex`, locked; a rank that panicked holding it left nothing half-written that matters.
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-impl Default for SweepConfig {
-    /// The default sweep: 8 B to 128 MiB by factors of 4 over 4 ranks, f32 sum, 20 timed
-    /// iterations after 5 warm-up ones (nccl-tests' counts), checked.
+/// The seed of the inputs timed collectives run on (checks use 1, 2, …).
+const TIMED_SEED: usize = 0;
+
+/// The device twice: working out of place and in place.
+#[derive(Clone, Debug)]
+pub struct Places<D> {
+    /// Every generation copies its inputs into fresh buffers.
+    pub out_of_place: D,
+    /// The device works in the input's own allocation where the plan allows it.
+    pub in_place: D,
+}
+
+/// Where a measurement runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Place {
+    /// nccl-tests' out-of-place.
+    OutOfPlace,
+    /// nccl-tests' in-place.
+    InPlace,
+}
+
+impl Place {
+    /// `out-of-place` or `in-place`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Place::OutOfPlace => "out-of-place",
+            Place::InPlace => "in-place",
+        }
+    }
+}
+
+/// What the sweep measures with, besides the clock.
+#[derive(Clone, Debug)]
+pub struct Instruments {
+    /// The out-of-place device's traffic ledger (the `traffic` column); without one, the plan
+    /// is priced instead and no ratio is reported.
+    pub ledger: Option<Ledger>,
+    /// The probe the devices are behind: it records every call when tracing.
+    pub probe: Probe,
+    /// Checked before every collective call.
+    pub stop: Stop,
+}
+
+impl Default for Instruments {
     fn default() -> Self {
         Self {
-            min_bytes: 8,
-            max_bytes: 128 << 20,
-            step_factor: 4,
-            world: 4,
-            element_type: ElementType::F32,
-            operation: ReduceOperation::Sum,
-            iterations: 20,
-            warmup: 5,
-            check: true,
-            timeout: Duration::from_secs(120),
-            link_model: default_link_model(),
+            ledger: None,
+            probe: Probe::new(0, false, None),
+            stop: Stop::new(),
         }
     }
-}
-
-/// α = 2 µs per step, β = 24 GB/s per link: roughly GPUs in a ring over PCIe 4.0 x16.
-pub fn default_link_model() -> LinkModel {
-    LinkModel::new(DEFAULT_ALPHA_US * 1e-6, DEFAULT_BETA_GBPS * 1e9)
-        .unwrap_or_else(|_| unreachable!("the default link model is valid"))
-}
-
-/// The default per-step latency α of the link model, in microseconds.
-pub const DEFAULT_ALPHA_US: f64 = 2.0;
-/// The default per-link bandwidth β of the link model, in GB/s (10⁹ bytes per second).
-pub const DEFAULT_BETA_GBPS: f64 = 24.0;
-
-impl SweepConfig {
-    /// The message sizes in bytes, as nccl-tests makes them: from `min_bytes`, multiplied by
-    /// `step_factor` while at most `max_bytes`, each rounded down to whole elements (repeats
-    /// dropped).
-    pub fn sizes(&self) -> Vec<usize> {
-        let element = self.element_type.size();
-        let factor = self.step_factor.max(2);
-        let mut sizes: Vec<usize> = Vec::new();
-        let mut bytes = self.min_bytes;
-        while bytes <= self.max_bytes {
-            let whole = bytes / element * element;
-            if sizes.last() != Some(&whole) {
-                sizes.push(whole);
-            }
-            match bytes.checked_mul(factor) {
-                Some(next) if next > bytes => bytes = next,
-                _ => break,
-            }
-        }
-        sizes
-    }
-
-    /// Why the sweep cannot run, if it cannot.
-    pub fn validate(&self) -> Result<(), SweepError> {
-        let invalid = |reason: String| Err(SweepError::Config(reason));
-        if self.world == 0 {
-            return invalid("at least one rank is needed".to_owned());
-        }
-        if self.check && self.world > pattern::MAX_CHECKED_WORLD {
-            return invalid(format!(
-                "the check is exact for up to {} ranks; turn it off (-c 0) for {}",
-                pattern::MAX_CHECKED_WORLD,
-                self.world
-            ));
-        }
-        if self.min_bytes > self.max_bytes {
-            return invalid(format!(
-                "the smallest size ({} B) exceeds the largest ({} B)",
-                self.min_bytes, self.max_bytes
-            ));
-        }
-        if self.step_factor < 2 {
-            return invalid(format!(
-                "the step factor must be at least 2, got {}",
-                self.step_factor
-            ));
-        }
-        if self.iterations == 0 {
-            return invalid("at least one timed iteration is needed".to_owned());
-        }
-        Ok(())
-    }
-}
-
-/// What the harness measures with, besides the clock.
-#[derive(Clone, Debug, Default)]
-pub struct Instruments {
-    /// The device's traffic ledger, for the traffic ratio and the priced traffic; without one,
-    /// the schedule is priced and no ratio is reported.
-    pub ledger: Option<Ledger>,
-    /// A log to record every rank's `all_reduce` calls in (with a
-    /// [`TracingDevice`](ruccl_sim::TracingDevice) around the device, for a full trace).
-    pub tracer: Option<Tracer>,
 }
 
 /// Progress of a sweep, reported from rank 0's thread.
 #[derive(Clone, Copy, Debug)]
 pub enum SweepEvent<'a> {
-    /// Size number `index` of `total` (`bytes` per rank) is starting.
+    /// A measurement is starting.
     Started {
-        /// Position of the size, from 0.
-        index: usize,
-        /// The number of sizes.
-        total: usize,
-        /// Bytes per rank.
+        /// The sweep (type, operation, root), from 0.
+        sweep: usize,
+        /// The size's position in its sweep, from 0.
+        index: u64,
+        /// The number of sizes in the sweep.
+        total: u64,
+        /// The table's size, bytes.
         bytes: usize,
+        /// Which placement.
+        place: Place,
     },
     /// A size was measured.
     Measured(&'a PerfRow),
@@ -172,21 +127,25 @@ pub enum SweepError {
     /// The communicator could not be made.
     #[error("cannot make the communicator: {0}")]
     Communicator(NativeCollectiveError),
-    /// An all-reduce failed (every rank got this error).
-    #[error("all-reduce of {bytes} bytes per rank failed: {error}")]
+    /// A collective failed (every rank got this error).
+    #[error("{collective} of {bytes} B ({place}) failed: {error}")]
     Collective {
-        /// Bytes per rank.
+        /// The collective.
+        collective: Collective,
+        /// The table's size.
         bytes: usize,
+        /// Out of place or in place.
+        place: &'static str,
         /// The error every rank received.
         error: NativeCollectiveError,
     },
     /// A rank's upload, download or drop of a tensor failed, or a rank stopped waiting because
     /// another one failed.
-    #[error("rank {rank}, {bytes} bytes per rank: {message}")]
+    #[error("rank {rank}, {bytes} B: {message}")]
     Host {
         /// The rank.
         rank: usize,
-        /// Bytes per rank.
+        /// The table's size.
         bytes: usize,
         /// What failed: the device's error or panic message, naming the call.
         message: String,
@@ -194,201 +153,465 @@ pub enum SweepError {
     /// A rank thread of the harness panicked.
     #[error("rank thread {0} of the harness panicked")]
     Panicked(usize),
+    /// The sweep was asked to stop.
+    #[error("stopped: {}", .0.describe())]
+    Stopped(StopReason),
 }
 
-/// State shared by the rank threads of one sweep.
+/// What rank 0 learns from one measurement.
+struct Outcome {
+    measured: Measured,
+    traffic: Option<GenerationTraffic>,
+}
+
+/// What the ranks of one check pool.
+#[derive(Default)]
+struct Tally {
+    /// Wrong elements so far in this check, over the ranks.
+    wrong: u64,
+    /// Each rank's output fingerprint (all-reduce).
+    prints: Vec<Option<u64>>,
+    /// Rank 0's verdict for the check just pooled: wrong elements plus differing ranks.
+    decided: u64,
+}
+
+/// State shared by the rank threads.
 struct Shared<'a, D: HostTensors> {
-    device: &'a D,
-    config: &'a SweepConfig,
+    places: &'a Places<D>,
     instruments: &'a Instruments,
     devices: Vec<DeviceId>,
-    communicator: NativeCommunicator<D>,
+    out_of_place: NativeCommunicator<D>,
+    in_place: NativeCommunicator<D>,
     gate: Gate,
-    /// `wrong[i]`: wrong elements found so far at size `i`, over all ranks.
-    wrong: Mutex<Vec<u64>>,
-    sizes: Vec<usize>,
-    expected: Expected,
-    /// The first failure of any rank: what stopped the sweep (the others then fail too).
+    times: Mutex<Vec<f64>>,
+    tally: Mutex<Tally>,
+    /// The first failure of any rank: what stopped the sweep.
     failure: Mutex<Option<SweepError>>,
 }
 
-/// Run the sweep on `device` (one communicator, one thread per rank), calling `on_event` from rank
-/// 0's thread as sizes start and finish. Returns one row per size.
+/// Run `configs` (one sweep each, all over the same world) on `places`, one thread per rank,
+/// calling `on_event` from rank 0's thread as measurements start and rows are measured. Rows are
+/// not kept: a sweep of any length takes the memory of one size.
 pub fn sweep<D: HostTensors>(
-    device: &D,
-    config: &SweepConfig,
+    places: &Places<D>,
+    configs: &[SweepConfig],
     instruments: &Instruments,
     on_event: &(dyn Fn(SweepEvent<'_>) + Sync),
-) -> Result<Vec<PerfRow>, SweepError> {
-    config.validate()?;
-    let devices: Vec<DeviceId> = (0..config.world as u32).map(DeviceId::new).collect();
-    let communicator = NativeCommunicator::new(devices.clone(), device.clone())
-        .map_err(SweepError::Communicator)?;
-    let sizes = config.sizes();
+) -> Result<(), SweepError> {
+    let Some(world) = configs.first().map(|config| config.world) else {
+        return Ok(());
+    };
+    for config in configs {
+        config.validate().map_err(SweepError::Config)?;
+        if config.world != world {
+            return Err(SweepError::Config(
+                "every sweep of one run has the same world".to_owned(),
+            ));
+        }
+    }
+    let devices: Vec<DeviceId> = (0..world as u32).map(DeviceId::new).collect();
+    let communicator = |device: &D| {
+        NativeCommunicator::new(devices.clone(), device.clone()).map_err(SweepError::Communicator)
+    };
     let shared = Shared {
-        device,
-        config,
+        places,
         instruments,
+        out_of_place: communicator(&places.out_of_place)?,
+        in_place: communicator(&places.in_place)?,
         devices,
-        communicator,
-        gate: Gate::new(config.world),
-        wrong: Mutex::new(vec![0; sizes.len()]),
-        expected: Expected::new(config.element_type, config.operation, config.world),
-        sizes,
+        gate: Gate::new(world),
+        times: Mutex::new(vec![0.0; world]),
+        tally: Mutex::new(Tally {
+            prints: vec![None; world],
+            ..Tally::default()
+        }),
         failure: Mutex::new(None),
     };
-    let outcomes: Vec<Result<Vec<PerfRow>, SweepError>> = std::thread::scope(|scope| {
+    let outcomes: Vec<Result<(), SweepError>> = std::thread::scope(|scope| {
         let shared = &shared;
-        let handles: Vec<_> = (0..config.world)
-            .map(|rank| scope.spawn(move || shared.rank_loop(rank, on_event)))
+        let handles: Vec<_> = (0..world)
+            .map(|rank| {
+                std::thread::Builder::new()
+                    .name(format!("rank {rank}"))
+                    .spawn_scoped(scope, move || shared.rank_loop(rank, configs, on_event))
+            })
             .collect();
         handles
             .into_iter()
             .enumerate()
-            .map(|(rank, handle)| handle.join().unwrap_or(Err(SweepError::Panicked(rank))))
+            .map(|(rank, handle)| match handle {
+                Ok(handle) => handle.join().unwrap_or(Err(SweepError::Panicked(rank))),
+                Err(error) => Err(SweepError::Host {
+                    rank,
+                    bytes: 0,
+                    message: format!("cannot start the rank's thread: {error}"),
+                }),
+            })
             .collect()
     });
-    if let Some(failure) = shared.failure.into_inner() {
+    if let Some(failure) = shared
+        .failure
+        .into_inner()
+        .unwrap_or_else(PoisonError::into_inner)
+    {
         return Err(failure);
     }
-    // Rank 0 returns the rows; the others return none.
-    let mut outcomes = outcomes.into_iter();
-    let rows = outcomes.next().unwrap_or(Ok(Vec::new()))?;
-    for outcome in outcomes {
-        outcome?;
-    }
-    Ok(rows)
+    outcomes.into_iter().collect()
 }
 
 impl<D: HostTensors> Shared<'_, D> {
-    /// One rank's thread: every size in turn. Rank 0 times and returns the rows.
+    /// One rank's thread: every sweep in turn; rank 0 reports the rows.
     fn rank_loop(
         &self,
         rank: usize,
+        configs: &[SweepConfig],
         on_event: &(dyn Fn(SweepEvent<'_>) + Sync),
-    ) -> Result<Vec<PerfRow>, SweepError> {
-        if let Some(tracer) = &self.instruments.tracer {
-            tracer.bind_current_thread(rank);
-        }
-        let mut rows = Vec::new();
+    ) -> Result<(), SweepError> {
+        crate::probe::bind_rank(rank);
         let mut generation = 0;
-        for (index, &bytes) in self.sizes.iter().enumerate() {
-            if rank == 0 {
-                on_event(SweepEvent::Started {
-                    index,
-                    total: self.sizes.len(),
-                    bytes,
-                });
-            }
-            let outcome = self.measure(rank, index, bytes, &mut generation);
-            match outcome {
-                Ok(Some(row)) => {
-                    on_event(SweepEvent::Measured(&row));
-                    rows.push(row);
-                }
-                Ok(None) => {}
-                Err(error) => {
-                    self.failure.lock().get_or_insert_with(|| error.clone());
-                    // Let no other rank wait for this one.
-                    self.gate.break_all();
-                    self.communicator
-                        .abort(format!("the sweep stopped: {error}"));
-                    return Err(error);
-                }
-            }
+        let outcome = configs.iter().enumerate().try_for_each(|(index, config)| {
+            self.one_sweep(rank, index, config, &mut generation, on_event)
+        });
+        if let Err(error) = &outcome {
+            lock(&self.failure).get_or_insert_with(|| error.clone());
+            // Let no other rank wait for this one.
+            self.gate.break_all();
+            let reason = format!("the sweep stopped: {error}");
+            self.out_of_place.abort(reason.clone());
+            self.in_place.abort(reason);
         }
-        Ok(rows)
+        outcome
     }
 
-    /// One size on one rank; rank 0 returns the row.
-    fn measure(
+    fn one_sweep(
         &self,
         rank: usize,
         index: usize,
-        bytes: usize,
+        config: &SweepConfig,
         generation: &mut u64,
-    ) -> Result<Option<PerfRow>, SweepError> {
-        let config = self.config;
-        let count = bytes / config.element_type.size();
-        let host = |message: String| SweepError::Host {
+        on_event: &(dyn Fn(SweepEvent<'_>) + Sync),
+    ) -> Result<(), SweepError> {
+        if config.warmup > 0 {
+            for requested in [config.sizes.max, config.sizes.min] {
+                self.warm_up(rank, config, &config.setup(requested), generation)?;
+            }
+        }
+        let total = config.sizes.count();
+        for (position, requested) in config.sizes.iter().enumerate() {
+            let setup = config.setup(requested);
+            let mut outcomes = Vec::with_capacity(2);
+            for place in [Place::OutOfPlace, Place::InPlace] {
+                if rank == 0 {
+                    on_event(SweepEvent::Started {
+                        sweep: index,
+                        index: position as u64,
+                        total,
+                        bytes: setup.bytes,
+                        place,
+                    });
+                }
+                outcomes.push(self.measure(rank, config, &setup, place, generation)?);
+            }
+            if let [Some(out_of_place), Some(in_place)] = &outcomes[..] {
+                let row = self.row(config, &setup, out_of_place, in_place);
+                on_event(SweepEvent::Measured(&row));
+            }
+        }
+        Ok(())
+    }
+
+    fn communicator(&self, place: Place) -> &NativeCommunicator<D> {
+        match place {
+            Place::OutOfPlace => &self.out_of_place,
+            Place::InPlace => &self.in_place,
+        }
+    }
+
+    fn host_error(rank: usize, setup: &Setup) -> impl Fn(String) -> SweepError {
+        let bytes = setup.bytes;
+        move |message| SweepError::Host {
             rank,
             bytes,
             message,
+        }
+    }
+
+    fn gate(&self, rank: usize, setup: &Setup) -> Result<(), SweepError> {
+        self.gate.wait().map_err(|Broken| {
+            Self::host_error(rank, setup)("stopped waiting: another rank failed".to_owned())
+        })
+    }
+
+    fn device(&self, place: Place) -> &D {
+        match place {
+            Place::OutOfPlace => &self.places.out_of_place,
+            Place::InPlace => &self.places.in_place,
+        }
+    }
+
+    /// Upload `values` as `rank`'s tensor on the device of `place` (a device works in place only
+    /// on tensors of its own).
+    fn upload(
+        &self,
+        rank: usize,
+        setup: &Setup,
+        place: Place,
+        values: &HostValues,
+    ) -> Result<D::Tensor, SweepError> {
+        let device = self.device(place);
+        call("upload", || device.upload(self.devices[rank], values))
+            .map_err(Self::host_error(rank, setup))
+    }
+
+    fn release(&self, rank: usize, setup: &Setup, tensor: D::Tensor) -> Result<(), SweepError> {
+        release("drop of a tensor", tensor).map_err(Self::host_error(rank, setup))
+    }
+
+    /// One collective call of `rank`, numbered `generation` (the rank's call count).
+    fn collective(
+        &self,
+        rank: usize,
+        config: &SweepConfig,
+        setup: &Setup,
+        place: Place,
+        tensor: D::Tensor,
+        generation: &mut u64,
+    ) -> Result<D::Tensor, SweepError> {
+        if let Some(reason) = self.instruments.stop.requested() {
+            return Err(SweepError::Stopped(reason));
+        }
+        let collective = config.collective();
+        let options = CollectiveOptions::default()
+            .with_algorithm(config.algorithm)
+            .with_timeout(config.timeout);
+        let communicator = self.communicator(place);
+        let number = *generation;
+        *generation += 1;
+        self.instruments
+            .probe
+            .call(rank, number, config.collective.nccl_name, || {
+                communicator.collective(rank, tensor, collective, options)
+            })
+            .map_err(|error| SweepError::Collective {
+                collective,
+                bytes: setup.bytes,
+                place: place.name(),
+                error,
+            })
+    }
+
+    /// `config.warmup` untimed collectives out of place at `setup`'s size.
+    fn warm_up(
+        &self,
+        rank: usize,
+        config: &SweepConfig,
+        setup: &Setup,
+        generation: &mut u64,
+    ) -> Result<(), SweepError> {
+        let place = Place::OutOfPlace;
+        let values = pattern::collective_input(
+            config.element_type,
+            config.collective(),
+            rank,
+            setup.counts.send,
+            TIMED_SEED,
+        );
+        if setup.counts.recv == setup.counts.send {
+            let mut tensor = self.upload(rank, setup, place, &values)?;
+            for _ in 0..config.warmup {
+                tensor = self.collective(rank, config, setup, place, tensor, generation)?;
+            }
+            self.release(rank, setup, tensor)
+        } else {
+            for _ in 0..config.warmup {
+                let tensor = self.upload(rank, setup, place, &values)?;
+                let output = self.collective(rank, config, setup, place, tensor, generation)?;
+                self.release(rank, setup, output)?;
+            }
+            Ok(())
+        }
+    }
+
+    /// One size at one placement on one rank; rank 0 returns the outcome.
+    fn measure(
+        &self,
+        rank: usize,
+        config: &SweepConfig,
+        setup: &Setup,
+        place: Place,
+        generation: &mut u64,
+    ) -> Result<Option<Outcome>, SweepError> {
+        let collective = config.collective();
+        let values = pattern::collective_input(
+            config.element_type,
+            collective,
+            rank,
+            setup.counts.send,
+            TIMED_SEED,
+        );
+        // nccl-tests' sync: one untimed collective.
+        let tensor = self.upload(rank, setup, place, &values)?;
+        let output = self.collective(rank, config, setup, place, tensor, generation)?;
+        let elapsed = if setup.counts.recv == setup.counts.send {
+            drop(values);
+            self.gate(rank, setup)?;
+            let start = Instant::now();
+            let mut tensor = output;
+            for _ in 0..config.iterations {
+                tensor = self.collective(rank, config, setup, place, tensor, generation)?;
+            }
+            let elapsed = start.elapsed();
+            self.release(rank, setup, tensor)?;
+            elapsed
+        } else {
+            self.release(rank, setup, output)?;
+            let batch = config.batch(setup);
+            let mut remaining = config.iterations;
+            let mut elapsed = Duration::ZERO;
+            while remaining > 0 {
+                let count = batch.min(remaining);
+                let inputs = (0..count)
+                    .map(|_| self.upload(rank, setup, place, &values))
+                    .collect::<Result<Vec<_>, _>>()?;
+                self.gate(rank, setup)?;
+                let start = Instant::now();
+                for input in inputs {
+                    let output = self.collective(rank, config, setup, place, input, generation)?;
+                    self.release(rank, setup, output)?;
+                }
+                elapsed += start.elapsed();
+                remaining -= count;
+            }
+            elapsed
         };
-        let broken = |Broken| host("stopped waiting: another rank failed".to_owned());
-        let values = pattern::input(config.element_type, config.operation, rank, count);
-        let mut tensor =
-            call("upload", || self.device.upload(self.devices[rank], &values)).map_err(host)?;
-        drop(values);
-        self.gate.wait().map_err(broken)?;
-        if config.check {
-            tensor = self.all_reduce(rank, tensor, bytes, generation)?;
-            let output = call("download", || self.device.download(&tensor)).map_err(host)?;
-            let wrong = self.expected.count_wrong(&output, count);
-            self.wrong.lock()[index] += wrong;
-        }
-        for _ in 0..config.warmup {
-            tensor = self.all_reduce(rank, tensor, bytes, generation)?;
-        }
-        if config.check && config.warmup == 0 {
-            // No warm-up all-reduce waited for the other ranks' checks: wait here, or the first
-            // timed one would include their downloads and comparisons.
-            self.gate.wait().map_err(broken)?;
-        }
-        let start = Instant::now();
-        for _ in 0..config.iterations {
-            tensor = self.all_reduce(rank, tensor, bytes, generation)?;
-        }
-        let elapsed = start.elapsed();
-        release("drop of the tensor", tensor).map_err(host)?;
-        // Every rank's check and every generation of this size are done past this point.
-        self.gate.wait().map_err(broken)?;
-        if rank != 0 {
-            return Ok(None);
-        }
-        let traffic = self.instruments.ledger.as_ref().and_then(Ledger::last);
-        let model = &config.link_model;
-        let model_seconds = match &traffic {
-            Some(traffic) => model.price_traffic(traffic),
-            None => model.price_schedule(
-                &RingSchedule::new(config.world, count),
-                config.element_type.size(),
-            ),
+        lock(&self.times)[rank] = elapsed.as_secs_f64() / config.iterations as f64;
+        self.gate(rank, setup)?;
+        let time_us = config.average.of(&lock(&self.times)) * 1e6;
+        let traffic = match (&self.instruments.ledger, rank, place) {
+            (Some(ledger), 0, Place::OutOfPlace) => ledger.last(),
+            _ => None,
         };
-        Ok(Some(PerfRow {
-            bytes,
-            count,
-            element_type: config.element_type,
-            operation: config.operation,
-            world: config.world,
-            time_us: elapsed.as_secs_f64() * 1e6 / config.iterations as f64,
-            wrong: config.check.then(|| self.wrong.lock()[index]),
-            traffic_ratio: traffic
-                .as_ref()
-                .and_then(|traffic| traffic.max_ratio_to_lower_bound()),
-            model_us: model_seconds * 1e6,
+        let wrong = self.check(rank, config, setup, place, generation)?;
+        Ok((rank == 0).then_some(Outcome {
+            measured: Measured { time_us, wrong },
+            traffic,
         }))
     }
 
-    fn all_reduce(
+    /// Up to `config.checks` checked collectives; every rank returns the same count.
+    fn check(
         &self,
         rank: usize,
-        tensor: D::Tensor,
-        bytes: usize,
+        config: &SweepConfig,
+        setup: &Setup,
+        place: Place,
         generation: &mut u64,
-    ) -> Result<D::Tensor, SweepError> {
-        let tracer = self.instruments.tracer.as_ref();
-        let start = tracer.map(Tracer::now);
-        let outcome = self.communicator.all_reduce_timeout(
-            rank,
-            tensor,
-            self.config.operation,
-            self.config.timeout,
-        );
-        if let (Some(tracer), Some(start)) = (tracer, start) {
-            tracer.record_call(rank, *generation, start, tracer.now(), outcome.is_ok());
+    ) -> Result<Option<u64>, SweepError> {
+        let collective = config.collective();
+        let mut wrong = None;
+        for check in 0..config.checks {
+            let seed = check + 1;
+            let values = pattern::collective_input(
+                config.element_type,
+                collective,
+                rank,
+                setup.counts.send,
+                seed,
+            );
+            let tensor = self.upload(rank, setup, place, &values)?;
+            drop(values);
+            let output = self.collective(rank, config, setup, place, tensor, generation)?;
+            let device = self.device(place);
+            let downloaded = call("download", || device.download(&output))
+                .map_err(Self::host_error(rank, setup))?;
+            self.release(rank, setup, output)?;
+            let mine = Check::new(config.element_type, collective, config.world, seed).count_wrong(
+                rank,
+                setup.counts.send,
+                &downloaded,
+            );
+            let print = matches!(collective, Collective::AllReduce(_))
+                .then(|| pattern::fingerprint(&downloaded));
+            drop(downloaded);
+            {
+                let mut tally = lock(&self.tally);
+                tally.wrong += mine;
+                tally.prints[rank] = print;
+            }
+            self.gate(rank, setup)?;
+            if rank == 0 {
+                let mut tally = lock(&self.tally);
+                let reference = tally.prints.first().copied().flatten();
+                let differing = tally
+                    .prints
+                    .iter()
+                    .filter(|print| print.is_some() && **print != reference)
+                    .count() as u64;
+                tally.decided = tally.wrong + differing;
+                tally.wrong = 0;
+            }
+            self.gate(rank, setup)?;
+            let total = lock(&self.tally).decided;
+            wrong = Some(total);
+            if total > 0 {
+                break;
+            }
         }
-        *generation += 1;
-        outcome.map_err(|error| SweepError::Collective { bytes, error })
+        Ok(wrong)
     }
+
+    /// Rank 0's row from both placements' outcomes.
+    fn row(
+        &self,
+        config: &SweepConfig,
+        setup: &Setup,
+        out_of_place: &Outcome,
+        in_place: &Outcome,
+    ) -> PerfRow {
+        let model = self.places.out_of_place.link_model();
+        let (algorithm, traffic_ratio, model_seconds) = match &out_of_place.traffic {
+            Some(traffic) => (
+                Some(traffic.algorithm),
+                traffic.max_ratio_to_lower_bound(),
+                Some(traffic.priced(&model)),
+            ),
+            None => match planned(config, setup, &model) {
+                Some(plan) => (
+                    Some(plan.algorithm()),
+                    None,
+                    Some(model.plan_time(&plan, config.element_type.size())),
+                ),
+                None => (None, None, None),
+            },
+        };
+        PerfRow {
+            collective: config.collective(),
+            element_type: config.element_type,
+            world: config.world,
+            bytes: setup.bytes,
+            count: setup.counts.param,
+            root: config.root_column(),
+            out_of_place: out_of_place.measured,
+            in_place: in_place.measured,
+            algorithm,
+            traffic_ratio,
+            model_us: model_seconds.map(|seconds| seconds * 1e6),
+        }
+    }
+}
+
+/// The plan the core resolves for `setup` with the device's `model`.
+fn planned(config: &SweepConfig, setup: &Setup, model: &LinkModel) -> Option<Plan> {
+    let input = TensorInfo {
+        len: setup.counts.send,
+        element: config.element_type,
+    };
+    Plan::with_model(
+        config.collective(),
+        config.algorithm,
+        config.world,
+        input,
+        model,
+    )
+    .ok()
 }

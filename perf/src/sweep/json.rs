@@ -1,18 +1,25 @@
-//! The `--json` document of a sweep, for scripts: one object per element type and operation (an
-//! array of them when `-d` or `-o` names several, or `--nccl` adds the baseline's):
+//! The `--json` document of a sweep command, for scripts: one document for everything the
+//! command measures, **streamed** — the head when the command starts, each row as it is
+//! measured, the tail (totals and what happened) at the end, also when the run failed or was
+//! interrupted:
 //!
 //! ```json
-//! { "command": "all-reduce-perf", "device": "...", "world": 4, "type": "float", "redop": "sum",
-//!   "min_bytes": 8, "max_bytes": 134217728, "step_factor": 4, "iterations": 20, "warmup": 5,
-//!   "check": true, "link_model": { "alpha_us": 2.0, "beta_gbps": 24.0 },
-//!   "rows": [ { "bytes": 8, "count": 2, "type": "float", "redop": "sum", "time_us": 9.1,
-//!               "algbw_gbps": 0.0, "busbw_gbps": 0.0, "wrong": 0, "traffic_ratio": 1.0,
-//!               "model_us": 12.0 } ],
-//!   "wrong_total": 0, "avg_busbw_gbps": 1.5 }
+//! { "command": "all_reduce_perf", "device": "...", "world": 4, "algorithm": "auto",
+//!   "min_bytes": 8, "max_bytes": 134217728, "step": 4, "step_kind": "factor",
+//!   "iterations": 20, "warmup": 5, "checks": 1, "average": 1,
+//!   "link_model": { "alpha_us": 0.5, "beta_gbps": 4.0, "links": "shared" },
+//!   "rows": [ { "bytes": 8, "count": 2, "type": "float", "redop": "sum", "root": -1,
+//!               "out_of_place": { "time_us": 9.1, "algbw_gbps": 0.0, "busbw_gbps": 0.0, "wrong": 0 },
+//!               "in_place": { ... }, "algorithm": "direct", "traffic_ratio": 1.0,
+//!               "model_us": 0.5 } ],
+//!   "wrong_total": 0, "avg_busbw_gbps": 1.5,
+//!   "outcome": { "status": "passed", "message": "..." } }
 //! ```
 
-use super::driver::SweepConfig;
-use super::row::PerfRow;
+use super::config::{Step, SweepConfig};
+use super::row::{Measured, PerfRow};
+use super::table::Totals;
+use ruccl_core::{LinkModel, Links};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -20,6 +27,15 @@ use serde_json::Value;
 struct LinkModelJson {
     alpha_us: f64,
     beta_gbps: f64,
+    links: &'static str,
+}
+
+#[derive(Serialize)]
+struct MeasuredJson {
+    time_us: f64,
+    algbw_gbps: f64,
+    busbw_gbps: f64,
+    wrong: Option<u64>,
 }
 
 #[derive(Serialize)]
@@ -29,74 +45,118 @@ struct RowJson {
     #[serde(rename = "type")]
     element_type: &'static str,
     redop: &'static str,
-    time_us: f64,
-    algbw_gbps: f64,
-    busbw_gbps: f64,
-    wrong: Option<u64>,
+    root: i64,
+    out_of_place: MeasuredJson,
+    in_place: MeasuredJson,
+    algorithm: Option<&'static str>,
     traffic_ratio: Option<f64>,
-    model_us: f64,
+    model_us: Option<f64>,
 }
 
 #[derive(Serialize)]
-struct SweepJson<'a> {
-    command: &'static str,
+struct HeadJson<'a> {
+    command: String,
     device: &'a str,
     world: usize,
-    #[serde(rename = "type")]
-    element_type: &'static str,
-    redop: &'static str,
+    algorithm: &'static str,
     min_bytes: usize,
     max_bytes: usize,
-    step_factor: usize,
+    step: usize,
+    step_kind: &'static str,
     iterations: usize,
     warmup: usize,
-    check: bool,
+    checks: usize,
+    average: u8,
     link_model: LinkModelJson,
-    rows: Vec<RowJson>,
-    wrong_total: Option<u64>,
-    avg_busbw_gbps: f64,
 }
 
-/// The document of an `all-reduce-perf` sweep.
-pub fn sweep_json(config: &SweepConfig, device: &str, rows: &[PerfRow]) -> Value {
-    let checked = rows.iter().any(|row| row.wrong.is_some());
-    let document = SweepJson {
-        command: "all-reduce-perf",
+/// The `link_model` object of a document.
+pub fn link_model_json(model: &LinkModel) -> Value {
+    serde_json::to_value(LinkModelJson {
+        alpha_us: model.alpha() * 1e6,
+        beta_gbps: model.beta() / 1e9,
+        links: match model.links() {
+            Links::Shared => "shared",
+            _ => "per-rank",
+        },
+    })
+    .unwrap_or(Value::Null)
+}
+
+/// The document's head, up to and including the opening of `rows`.
+pub fn head(config: &SweepConfig, device: &str, model: &LinkModel) -> String {
+    let (step, step_kind) = match config.sizes.step {
+        Step::Factor(factor) => (factor, "factor"),
+        Step::Bytes(bytes) => (bytes, "bytes"),
+    };
+    let head = HeadJson {
+        command: format!("{}_perf", config.collective.nccl_name),
         device,
         world: config.world,
-        element_type: config.element_type.nccl_name(),
-        redop: config.operation.nccl_name(),
-        min_bytes: config.min_bytes,
-        max_bytes: config.max_bytes,
-        step_factor: config.step_factor,
+        algorithm: config.algorithm.name(),
+        min_bytes: config.sizes.min,
+        max_bytes: config.sizes.max,
+        step,
+        step_kind,
         iterations: config.iterations,
         warmup: config.warmup,
-        check: config.check,
+        checks: config.checks,
+        average: config.average.code(),
         link_model: LinkModelJson {
-            alpha_us: config.link_model.alpha() * 1e6,
-            beta_gbps: config.link_model.beta() / 1e9,
-        },
-        rows: rows
-            .iter()
-            .map(|row| RowJson {
-                bytes: row.bytes,
-                count: row.count,
-                element_type: row.element_type.nccl_name(),
-                redop: row.operation.nccl_name(),
-                time_us: row.time_us,
-                algbw_gbps: row.algbw(),
-                busbw_gbps: row.busbw(),
-                wrong: row.wrong,
-                traffic_ratio: row.traffic_ratio,
-                model_us: row.model_us,
-            })
-            .collect(),
-        wrong_total: checked.then(|| rows.iter().filter_map(|row| row.wrong).sum()),
-        avg_busbw_gbps: if rows.is_empty() {
-            0.0
-        } else {
-            rows.iter().map(PerfRow::busbw).sum::<f64>() / rows.len() as f64
+            alpha_us: model.alpha() * 1e6,
+            beta_gbps: model.beta() / 1e9,
+            links: match model.links() {
+                Links::Shared => "shared",
+                _ => "per-rank",
+            },
         },
     };
-    serde_json::to_value(document).unwrap_or(Value::Null)
+    let text = serde_json::to_string_pretty(&head).unwrap_or_else(|_| "{".to_owned());
+    // Reopen the object to append the rows.
+    let open = text.trim_end().trim_end_matches('}').trim_end();
+    format!("{open},\n  \"rows\": [")
+}
+
+fn measured(row: &PerfRow, measured: &Measured) -> MeasuredJson {
+    MeasuredJson {
+        time_us: measured.time_us,
+        algbw_gbps: row.algbw(measured),
+        busbw_gbps: row.busbw(measured),
+        wrong: measured.wrong,
+    }
+}
+
+/// One row; `first` says whether it opens the list (no comma before it).
+pub fn row(row: &PerfRow, first: bool) -> String {
+    let json = RowJson {
+        bytes: row.bytes,
+        count: row.count,
+        element_type: row.element_type.nccl_name(),
+        redop: row
+            .collective
+            .operation()
+            .map_or("none", |operation| operation.nccl_name()),
+        root: row.root,
+        out_of_place: measured(row, &row.out_of_place),
+        in_place: measured(row, &row.in_place),
+        algorithm: row.algorithm.map(|algorithm| algorithm.name()),
+        traffic_ratio: row.traffic_ratio,
+        model_us: row.model_us,
+    };
+    let text = serde_json::to_string(&json).unwrap_or_default();
+    format!("{}\n    {text}", if first { "" } else { "," })
+}
+
+/// The tail: the totals and `outcome` (what happened), closing the document.
+pub fn tail(totals: &Totals, outcome: &Value) -> String {
+    let wrong = if totals.checked > 0 {
+        Value::from(totals.wrong)
+    } else {
+        Value::Null
+    };
+    format!(
+        "\n  ],\n  \"wrong_total\": {wrong},\n  \"avg_busbw_gbps\": {},\n  \"outcome\": {}\n}}\n",
+        Value::from(totals.average_busbw()),
+        outcome
+    )
 }

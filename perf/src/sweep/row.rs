@@ -1,51 +1,105 @@
-//! [`PerfRow`]: one measured message size, with nccl-tests' bandwidth definitions.
+//! [`PerfRow`]: one measured size, out of place and in place, with nccl-tests' bandwidths.
 
-use ruccl_core::{ElementType, ReduceOperation};
+use ruccl_core::{Algorithm, Collective, ElementType};
 
-/// One measured message size.
-#[derive(Clone, Debug, PartialEq)]
-pub struct PerfRow {
-    /// Bytes per rank.
-    pub bytes: usize,
-    /// Elements per rank.
-    pub count: usize,
-    /// The element type.
-    pub element_type: ElementType,
-    /// The reduction.
-    pub operation: ReduceOperation,
-    /// The number of ranks.
-    pub world: usize,
-    /// Mean time of one all-reduce, in microseconds.
+/// One placement's figures (nccl-tests' `time algbw busbw #wrong`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Measured {
+    /// Time of one collective, in microseconds, over the ranks as `-a` says.
     pub time_us: f64,
-    /// Elements, over all ranks, that differ from the reference (`None`: not checked).
+    /// Elements that differ from the reference, plus (all-reduce) ranks whose output bits differ
+    /// from rank 0's; `None`: not checked.
     pub wrong: Option<u64>,
-    /// The most any rank sent over the all-reduce lower bound `2(W-1)/W · n`, from the traffic
-    /// ledger (`None`: no ledger, or a bound of zero).
-    pub traffic_ratio: Option<f64>,
-    /// The link model's time for the generation's traffic, in microseconds.
-    pub model_us: f64,
 }
 
-/// nccl-tests' all-reduce bus factor, `2(W-1)/W` (0 for a world of one, which moves nothing).
-pub fn bus_factor(world: usize) -> f64 {
-    if world == 0 {
-        return 0.0;
-    }
-    2.0 * (world - 1) as f64 / world as f64
+/// One measured size.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PerfRow {
+    /// The collective, with its operation and root.
+    pub collective: Collective,
+    /// The element type.
+    pub element_type: ElementType,
+    /// The number of ranks.
+    pub world: usize,
+    /// The table's `size`: the larger of a rank's input and output, in bytes.
+    pub bytes: usize,
+    /// The table's `count`: nccl-tests' per-rank count (see
+    /// [`Counts::param`](crate::collectives::Counts::param)).
+    pub count: usize,
+    /// The root column (`-1` without a root).
+    pub root: i64,
+    /// Inputs copied into fresh buffers: nccl-tests' out-of-place.
+    pub out_of_place: Measured,
+    /// The device working in the input's own allocation: nccl-tests' in-place.
+    pub in_place: Measured,
+    /// The algorithm the plan resolved to (`Auto` resolved).
+    pub algorithm: Option<Algorithm>,
+    /// The most any rank sent over the collective's per-rank lower bound, from the device's
+    /// traffic ledger (`None`: no ledger, or a bound of zero).
+    pub traffic_ratio: Option<f64>,
+    /// The device's α–β link model's time for the generation, in microseconds.
+    pub model_us: Option<f64>,
 }
 
 impl PerfRow {
-    /// Algorithm bandwidth, `bytes / time`, in GB/s (10⁹ bytes per second).
-    pub fn algbw(&self) -> f64 {
-        if self.time_us > 0.0 {
-            self.bytes as f64 / self.time_us / 1e3
+    /// Algorithm bandwidth, `size / time`, in GB/s (10⁹ bytes per second).
+    pub fn algbw(&self, measured: &Measured) -> f64 {
+        if measured.time_us > 0.0 {
+            self.bytes as f64 / measured.time_us / 1e3
         } else {
             0.0
         }
     }
 
-    /// Bus bandwidth, `algbw · 2(W-1)/W`, in GB/s.
-    pub fn busbw(&self) -> f64 {
-        self.algbw() * bus_factor(self.world)
+    /// Bus bandwidth, `algbw ·` the collective's factor ([`Collective::bus_factor`]), in GB/s.
+    pub fn busbw(&self, measured: &Measured) -> f64 {
+        self.algbw(measured) * self.collective.bus_factor(self.world)
+    }
+
+    /// Both placements, out of place first.
+    pub fn placements(&self) -> [&Measured; 2] {
+        [&self.out_of_place, &self.in_place]
+    }
+
+    /// Wrong elements over both placements (unchecked ones count none).
+    pub fn wrong(&self) -> u64 {
+        self.placements().iter().filter_map(|m| m.wrong).sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ruccl_core::ReduceOperation;
+
+    fn row(collective: Collective) -> PerfRow {
+        let measured = Measured {
+            time_us: 100.0,
+            wrong: Some(0),
+        };
+        PerfRow {
+            collective,
+            element_type: ElementType::F32,
+            world: 4,
+            bytes: 1_000_000,
+            count: 250_000,
+            root: -1,
+            out_of_place: measured,
+            in_place: measured,
+            algorithm: Some(Algorithm::Ring),
+            traffic_ratio: Some(1.0),
+            model_us: Some(1.0),
+        }
+    }
+
+    #[test]
+    fn bus_bandwidth_uses_each_collectives_factor() {
+        let all_reduce = row(Collective::AllReduce(ReduceOperation::Sum));
+        assert!((all_reduce.algbw(&all_reduce.in_place) - 10.0).abs() < 1e-9);
+        assert!((all_reduce.busbw(&all_reduce.in_place) - 15.0).abs() < 1e-9);
+        let gather = row(Collective::AllGather);
+        assert!((gather.busbw(&gather.in_place) - 7.5).abs() < 1e-9);
+        let broadcast = row(Collective::Broadcast { root: 0 });
+        assert!((broadcast.busbw(&broadcast.in_place) - 10.0).abs() < 1e-9);
     }
 }

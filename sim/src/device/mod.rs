@@ -429,7 +429,12 @@ impl NativeCollectiveDevice for SimDevice {
     }
 
     fn finish(&self, work: SimWork, plan: &Plan) -> Result<Vec<SimTensor>, SimError> {
-        if plan.collective() != work.collective || plan.world() != work.world() {
+        // Another input or buffer length would read outputs from outside the buffers.
+        if plan.collective() != work.collective
+            || plan.world() != work.world()
+            || plan.input_len() != work.input_len
+            || plan.buffer_len() != work.buffer_len
+        {
             return Err(SimError::PlanChanged {
                 begun: work.collective,
                 begun_world: work.world(),

@@ -14,6 +14,7 @@
 
 use super::error::SimError;
 use ruccl_core::Step;
+use std::collections::BTreeMap;
 use std::ops::Range;
 
 /// Where a write reads `len` elements from.
@@ -163,17 +164,21 @@ impl StepLayout {
         for ranges in &mut written {
             ranges.sort_unstable_by_key(|range| range.start);
         }
+        // One copy per distinct source range, however many receivers read it (what
+        // `Step::copied_aside` counts, and the ledger records).
+        let mut copies: BTreeMap<(usize, usize, usize), usize> = BTreeMap::new();
         for transfer in &mut moved {
             let changes = written[transfer.from]
                 .iter()
                 .take_while(|range| range.start < transfer.range.end)
                 .any(|range| range.end > transfer.range.start);
             if changes {
-                transfer.source = Source::Copied {
-                    index: self.snapshots.len(),
-                    offset: 0,
-                };
-                self.snapshots.push((transfer.from, transfer.range.clone()));
+                let key = (transfer.from, transfer.range.start, transfer.range.end);
+                let index = *copies.entry(key).or_insert_with(|| {
+                    self.snapshots.push((transfer.from, transfer.range.clone()));
+                    self.snapshots.len() - 1
+                });
+                transfer.source = Source::Copied { index, offset: 0 };
             }
         }
         moved

@@ -1,0 +1,694 @@
+//! `hierarchical-perf`: the hierarchical all-reduce timed like nccl-tests, against plain
+//! `MPI_Allreduce` with as many processes as the job has ranks — in one run.
+//!
+//! ```sh
+//! mpirun -np 4 mpi/target/release/hierarchical-perf -l 2 -b 4 -e 64M -f 2 -n 20 -w 5
+//! ```
+//!
+//! The job has `N` processes. The hierarchical engines use every `L`-th process (`-l L`, world
+//! ranks `0, L, 2L, …`), each driving `L` local ranks (threads, simulated devices): `N/L`
+//! processes × `L` ranks, `W = N` ranks in all, the same rank count as the `MPI_Allreduce` of all
+//! `N` processes it is compared with. While an engine runs on the active processes only, the
+//! others wait in a non-blocking barrier polled every 200 µs (a sleeping waiter, not a
+//! spinning one, so they leave the cores to the active ones).
+//!
+//! Engines (`-E`, comma-separated; the first is what the ratios divide by):
+//!
+//! | engine    | one call                                                                         |
+//! |-----------|----------------------------------------------------------------------------------|
+//! | `mpi`     | `MPI_Allreduce` over all `N` processes: the baseline                              |
+//! | `hier`    | the hierarchical all-reduce on `N/L` processes × `L` ranks, engine `Waiting::Blocking`, no timeout |
+//! | `hier-dl` | the same on a `Waiting::Deadlines` engine, with a timeout on every call            |
+//! | `local`   | the core's all-reduce over the `L` local ranks of each active process alone (the local phases' floor) |
+//! | `mpi-h`   | `MPI_Allreduce` over the `N/L` active processes (the inter-process step's floor)  |
+//!
+//! Per size: `-w` warm-up calls per engine, then `-n` timed calls per engine in ten rounds that
+//! take turns between the engines (a noisy stretch of a shared machine then hits them all);
+//! `time` is the mean per call, averaged over the processes that ran it. `algbw = bytes / time`,
+//! `busbw = algbw · 2(W-1)/W`. `#wrong` counts the elements, over all ranks, that differ from
+//! the reference after one checked call with fresh inputs (f32 sums of small integers: exact).
+//! Inputs are built before the timed calls; each call's output is the next call's input.
+
+use mpi::collective::SystemOperation;
+use mpi::topology::{Color, SimpleCommunicator};
+use mpi::traits::{Communicator, CommunicatorCollectives};
+use ruccl_core::{
+    Algorithm, Collective, CollectiveOptions, DeviceId, NativeCommunicator, ParseAlgorithmError,
+    ReduceOperation,
+};
+use ruccl_mpi::report::{Row, library_version, parse_size, print_summary, print_table};
+use ruccl_mpi::{
+    HierarchicalCommunicator, HierarchicalOptions, MpiInterProcess, MpiRuntime, Waiting, lock_mpi,
+};
+use ruccl_sim::{HostValues, SimDevice, SimTensor};
+use std::process::ExitCode;
+use std::sync::mpsc::{Receiver, Sender, channel};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// Rounds the timed calls of one size are split into, taking turns between the engines.
+const ROUNDS: usize = 10;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Engine {
+    Mpi,
+    Hierarchical,
+    HierarchicalDeadline,
+    Local,
+    MpiActive,
+}
+
+impl Engine {
+    fn parse(name: &str) -> Option<Engine> {
+        match name {
+            "mpi" => Some(Engine::Mpi),
+            "hier" => Some(Engine::Hierarchical),
+            "hier-dl" => Some(Engine::HierarchicalDeadline),
+            "local" => Some(Engine::Local),
+            "mpi-h" => Some(Engine::MpiActive),
+            _ => None,
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Engine::Mpi => "mpi",
+            Engine::Hierarchical => "hier",
+            Engine::HierarchicalDeadline => "hier-dl",
+            Engine::Local => "local",
+            Engine::MpiActive => "mpi-h",
+        }
+    }
+
+    fn describe(self) -> &'static str {
+        match self {
+            Engine::Mpi => "MPI_Allreduce over every process",
+            Engine::Hierarchical => {
+                "ruccl-mpi hierarchical all-reduce, Waiting::Blocking engine, no timeout"
+            }
+            Engine::HierarchicalDeadline => {
+                "ruccl-mpi hierarchical all-reduce, Waiting::Deadlines engine, 120 s timeout"
+            }
+            Engine::Local => "ruccl-core all-reduce over each active process's local ranks alone",
+            Engine::MpiActive => "MPI_Allreduce over the active processes alone",
+        }
+    }
+
+    /// Whether every process of the job runs it (else only the active ones).
+    fn everywhere(self) -> bool {
+        self == Engine::Mpi
+    }
+
+    /// Ranks the engine's all-reduce spans.
+    fn world(self, options: &Options, processes: usize) -> usize {
+        match self {
+            Engine::Mpi | Engine::Hierarchical | Engine::HierarchicalDeadline => processes,
+            Engine::Local => options.local,
+            Engine::MpiActive => processes / options.local,
+        }
+    }
+}
+
+struct Options {
+    min_bytes: usize,
+    max_bytes: usize,
+    factor: usize,
+    iterations: usize,
+    warmup: usize,
+    check: bool,
+    local: usize,
+    threads: usize,
+    /// The hierarchical communicator's shard threshold (`None`: its default).
+    shards_from: Option<usize>,
+    /// The local phases' algorithm (`hier`, `hier-dl`, `local`).
+    algorithm: Algorithm,
+    engines: Vec<Engine>,
+}
+
+const USAGE: &str = "usage: mpirun -np N hierarchical-perf [-l LOCAL] [-b MINBYTES] [-e MAXBYTES] [-f FACTOR] [-n ITERS] [-w WARMUP] [-c 0|1] [-t THREADS] [-S BYTES] [-A ALGORITHM] [-E mpi,hier,hier-dl,local,mpi-h]
+  N/LOCAL processes drive LOCAL ranks each (N must be a multiple of LOCAL);
+  sizes take K, M, G suffixes (powers of 1024); -t: threads of one simulated-device call;
+  -S: the size from which all-reduces take the shard route (default: the communicator's, 512K);
+  -A: the local phases' algorithm (auto, ring, direct, halving-doubling; default auto);
+  defaults: -l 2 -b 4 -e 64M -f 2 -n 20 -w 5 -c 1 -t 1 -E mpi,hier";
+
+fn parse(arguments: &[String]) -> Result<Options, String> {
+    let mut options = Options {
+        min_bytes: 4,
+        max_bytes: 64 << 20,
+        factor: 2,
+        iterations: 20,
+        warmup: 5,
+        check: true,
+        local: 2,
+        threads: 1,
+        shards_from: None,
+        algorithm: Algorithm::Auto,
+        engines: vec![Engine::Mpi, Engine::Hierarchical],
+    };
+    let mut rest = arguments.iter();
+    while let Some(flag) = rest.next() {
+        if flag == "-h" || flag == "--help" {
+            return Err(USAGE.to_owned());
+        }
+        let value = rest
+            .next()
+            .ok_or_else(|| format!("{flag} needs a value\n{USAGE}"))?;
+        let size = || parse_size(value).ok_or_else(|| format!("bad size `{value}` for {flag}"));
+        match flag.as_str() {
+            "-b" => options.min_bytes = size()?,
+            "-e" => options.max_bytes = size()?,
+            "-f" => options.factor = size()?,
+            "-n" => options.iterations = size()?,
+            "-w" => options.warmup = size()?,
+            "-l" => options.local = size()?,
+            "-t" => options.threads = size()?,
+            "-S" => options.shards_from = Some(size()?),
+            "-A" => {
+                options.algorithm = value
+                    .parse()
+                    .map_err(|error: ParseAlgorithmError| error.to_string())?;
+            }
+            "-c" => options.check = value != "0",
+            "-E" => {
+                options.engines = value
+                    .split(',')
+                    .map(|name| {
+                        Engine::parse(name).ok_or_else(|| format!("unknown engine `{name}`"))
+                    })
+                    .collect::<Result<_, _>>()?;
+            }
+            _ => return Err(format!("unknown flag `{flag}`\n{USAGE}")),
+        }
+    }
+    if options.factor < 2
+        || options.iterations == 0
+        || options.engines.is_empty()
+        || options.local == 0
+        || options.threads == 0
+    {
+        return Err(format!(
+            "-f must be at least 2, -n, -l and -t at least 1, -E not empty\n{USAGE}"
+        ));
+    }
+    Ok(options)
+}
+
+/// What one local rank's worker does on command.
+enum Command {
+    /// `calls` all-reduces, each output the next input; replies when done.
+    Run(usize),
+    /// One all-reduce of fresh inputs; replies with the output.
+    Check,
+}
+
+/// One rank's all-reduce of its tensor, as a worker sees it.
+type Step = Arc<dyn Fn(usize, SimTensor) -> Result<SimTensor, String> + Send + Sync>;
+
+/// `L` worker threads, one per local rank, each holding its tensor between commands.
+struct Team {
+    commands: Vec<Sender<Command>>,
+    replies: Receiver<Result<Option<Vec<f32>>, String>>,
+    workers: Vec<JoinHandle<()>>,
+}
+
+impl Team {
+    /// Workers for local ranks `0..ranks`, whose input is `pattern(rank)`, calling `step`.
+    fn new(ranks: usize, pattern: impl Fn(usize) -> Vec<f32>, step: Step) -> Team {
+        let (reply, replies) = channel();
+        let reply = Arc::new(Mutex::new(reply));
+        let mut commands = Vec::new();
+        let mut workers = Vec::new();
+        for rank in 0..ranks {
+            let (command, inbox) = channel::<Command>();
+            commands.push(command);
+            let fresh = pattern(rank);
+            let (step, reply) = (Arc::clone(&step), Arc::clone(&reply));
+            workers.push(std::thread::spawn(move || {
+                let device = DeviceId::new(rank as u32);
+                let make = || SimTensor::new(device, HostValues::F32(fresh.clone()));
+                let mut tensor = Some(make());
+                for command in inbox {
+                    let outcome = match command {
+                        Command::Run(calls) => (0..calls)
+                            .try_for_each(|_| {
+                                let input = tensor.take().unwrap_or_else(make);
+                                tensor = Some(step(rank, input)?);
+                                Ok(())
+                            })
+                            .map(|()| None),
+                        Command::Check => step(rank, make()).map(|output| match output.values() {
+                            HostValues::F32(values) => Some(values.clone()),
+                            _ => Some(Vec::new()),
+                        }),
+                    };
+                    let sent = reply
+                        .lock()
+                        .map(|reply| reply.send(outcome).is_ok())
+                        .unwrap_or(false);
+                    if !sent {
+                        return;
+                    }
+                }
+            }));
+        }
+        Team {
+            commands,
+            replies,
+            workers,
+        }
+    }
+
+    /// Sends `command` to every worker and waits for every reply; the outputs, by arrival.
+    fn order(&self, command: impl Fn() -> Command) -> Result<Vec<Vec<f32>>, String> {
+        for sender in &self.commands {
+            sender
+                .send(command())
+                .map_err(|_| "a worker is gone".to_owned())?;
+        }
+        let mut outputs = Vec::new();
+        for _ in &self.commands {
+            let reply = self
+                .replies
+                .recv()
+                .map_err(|_| "a worker is gone".to_owned())?;
+            outputs.extend(reply?);
+        }
+        Ok(outputs)
+    }
+}
+
+impl Drop for Team {
+    fn drop(&mut self) {
+        self.commands.clear();
+        for worker in self.workers.drain(..) {
+            let _ = worker.join();
+        }
+    }
+}
+
+/// Global rank `rank`'s element `index`: small integers, so every sum is exact.
+fn element(rank: usize, index: usize) -> f32 {
+    ((rank + index) % 7) as f32 - 3.0
+}
+
+/// The runner's communicators.
+struct Bench {
+    runtime: MpiRuntime,
+    world: SimpleCommunicator,
+    /// The active processes (`None` on the others).
+    active: Option<SimpleCommunicator>,
+    hierarchical: Option<Arc<HierarchicalCommunicator<SimDevice, MpiInterProcess>>>,
+    deadline: Option<Arc<HierarchicalCommunicator<SimDevice, MpiInterProcess>>>,
+    local: Arc<NativeCommunicator<SimDevice>>,
+    process: usize,
+    processes: usize,
+}
+
+impl Bench {
+    fn is_active(&self) -> bool {
+        self.active.is_some()
+    }
+
+    /// The first global rank of this process's local ranks.
+    fn first_rank(&self, options: &Options) -> usize {
+        self.process / options.local * options.local
+    }
+
+    /// The team that runs `engine` at `count` elements on this process (`None`: a plain MPI
+    /// engine, run on this thread).
+    fn team(&self, engine: Engine, count: usize, options: &Options) -> Option<Team> {
+        let first = match engine {
+            Engine::Local => 0,
+            _ => self.first_rank(options),
+        };
+        let pattern = move |rank: usize| (0..count).map(|i| element(first + rank, i)).collect();
+        let sum = Collective::AllReduce(ReduceOperation::Sum);
+        let step: Step = match engine {
+            Engine::Mpi | Engine::MpiActive => return None,
+            Engine::Hierarchical | Engine::HierarchicalDeadline => {
+                let communicator = match engine {
+                    Engine::Hierarchical => self.hierarchical.clone()?,
+                    _ => self.deadline.clone()?,
+                };
+                let mut call = CollectiveOptions::default().with_algorithm(options.algorithm);
+                if engine == Engine::HierarchicalDeadline {
+                    call = call.with_timeout(Duration::from_secs(120));
+                }
+                Arc::new(move |rank, tensor| {
+                    communicator
+                        .collective(rank, tensor, sum, call)
+                        .map_err(|error| error.to_string())
+                })
+            }
+            Engine::Local => {
+                let communicator = Arc::clone(&self.local);
+                let call = CollectiveOptions::default().with_algorithm(options.algorithm);
+                Arc::new(move |rank, tensor| {
+                    communicator
+                        .collective(rank, tensor, sum, call)
+                        .map_err(|error| error.to_string())
+                })
+            }
+        };
+        Some(Team::new(options.local, pattern, step))
+    }
+
+    /// `calls` MPI_Allreduce of `buffer` (in place of `scratch`) on `communicator`.
+    fn mpi_calls(
+        communicator: &SimpleCommunicator,
+        buffer: &mut Vec<f32>,
+        scratch: &mut Vec<f32>,
+        calls: usize,
+    ) {
+        let _mpi = lock_mpi();
+        for _ in 0..calls {
+            communicator.all_reduce_into(&buffer[..], &mut scratch[..], SystemOperation::sum());
+            std::mem::swap(buffer, scratch);
+        }
+    }
+
+    /// Every engine at one size: warm-up, the timed calls in rounds taking turns, one check.
+    fn measure(&self, bytes: usize, options: &Options) -> Result<Vec<Row>, (Engine, String)> {
+        let count = (bytes / 4).max(1);
+        let engines = &options.engines;
+        let teams: Vec<Option<Team>> = engines
+            .iter()
+            .map(|engine| {
+                if self.is_active() || engine.everywhere() {
+                    self.team(*engine, count, options)
+                } else {
+                    None
+                }
+            })
+            .collect();
+        let fresh: Vec<f32> = (0..count).map(|i| element(self.process, i)).collect();
+        let (mut buffer, mut scratch) = (fresh.clone(), vec![0f32; count]);
+        let run = |engine: Engine,
+                   team: &Option<Team>,
+                   buffer: &mut Vec<f32>,
+                   scratch: &mut Vec<f32>,
+                   calls: usize|
+         -> Result<(), String> {
+            match (engine, team) {
+                (Engine::Mpi, _) => Self::mpi_calls(&self.world, buffer, scratch, calls),
+                (Engine::MpiActive, _) => {
+                    if let Some(active) = &self.active {
+                        Self::mpi_calls(active, buffer, scratch, calls);
+                    }
+                }
+                (_, Some(team)) => {
+                    team.order(|| Command::Run(calls))?;
+                }
+                (_, None) => {}
+            }
+            Ok(())
+        };
+        let mut elapsed = vec![Duration::ZERO; engines.len()];
+        let rounds = ROUNDS.min(options.iterations);
+        for round in 0..=rounds {
+            // Round 0 is the warm-up.
+            let calls = if round == 0 {
+                options.warmup
+            } else {
+                let round = round - 1;
+                options.iterations / rounds + usize::from(round < options.iterations % rounds)
+            };
+            for (index, engine) in engines.iter().enumerate() {
+                self.barrier();
+                let runs_here = engine.everywhere() || self.is_active();
+                let started = Instant::now();
+                if runs_here {
+                    run(*engine, &teams[index], &mut buffer, &mut scratch, calls)
+                        .map_err(|error| (*engine, error))?;
+                }
+                let took = started.elapsed();
+                if round > 0 {
+                    elapsed[index] += took;
+                }
+                if !engine.everywhere() {
+                    self.sleepy_barrier();
+                }
+            }
+        }
+        let mut rows = Vec::new();
+        for (index, engine) in engines.iter().enumerate() {
+            let runs_here = engine.everywhere() || self.is_active();
+            let mean = elapsed[index].as_secs_f64() / options.iterations as f64;
+            let seconds = self.average(if runs_here { Some(mean) } else { None });
+            let mut wrong = 0u64;
+            if options.check && runs_here {
+                let world = engine.world(options, self.processes);
+                // Every engine's ranks are numbered from 0 in its own world.
+                let expected = |i: usize| -> f32 { (0..world).map(|rank| element(rank, i)).sum() };
+                let outputs: Vec<Vec<f32>> = match (&teams[index], engine) {
+                    (Some(team), _) => team.order(|| Command::Check).map_err(|e| (*engine, e))?,
+                    (None, Engine::Mpi) => {
+                        let (mut buffer, mut scratch) =
+                            (self.pattern(count, self.process), vec![0f32; count]);
+                        Self::mpi_calls(&self.world, &mut buffer, &mut scratch, 1);
+                        vec![buffer]
+                    }
+                    (None, _) => {
+                        let rank = self.process / options.local;
+                        let (mut buffer, mut scratch) =
+                            (self.pattern(count, rank), vec![0f32; count]);
+                        if let Some(active) = &self.active {
+                            Self::mpi_calls(active, &mut buffer, &mut scratch, 1);
+                        }
+                        vec![buffer]
+                    }
+                };
+                for output in outputs {
+                    wrong += u64::from(output.len() != count);
+                    wrong += output
+                        .iter()
+                        .enumerate()
+                        .filter(|(i, value)| **value != expected(*i))
+                        .count() as u64;
+                }
+            }
+            if !engine.everywhere() {
+                self.sleepy_barrier();
+            }
+            rows.push(Row {
+                bytes: count * 4,
+                seconds,
+                wrong: self.sum(wrong),
+            });
+        }
+        drop(teams);
+        Ok(rows)
+    }
+
+    fn pattern(&self, count: usize, rank: usize) -> Vec<f32> {
+        (0..count).map(|i| element(rank, i)).collect()
+    }
+
+    fn barrier(&self) {
+        let _mpi = lock_mpi();
+        self.world.barrier();
+    }
+
+    /// A barrier of every process, waited for with 200 µs sleeps (so that processes with nothing
+    /// to do leave the cores to the others).
+    fn sleepy_barrier(&self) {
+        let request = {
+            let _mpi = lock_mpi();
+            self.world.immediate_barrier()
+        };
+        let mut request = Some(request);
+        while let Some(pending) = request.take() {
+            let tested = {
+                let _mpi = lock_mpi();
+                pending.test()
+            };
+            match tested {
+                Ok(_) => break,
+                Err(pending) => {
+                    request = Some(pending);
+                    std::thread::sleep(Duration::from_micros(200));
+                }
+            }
+        }
+    }
+
+    /// The mean of `value` over the processes that have one.
+    fn average(&self, value: Option<f64>) -> f64 {
+        let mine = [value.unwrap_or(0.0), f64::from(u8::from(value.is_some()))];
+        let mut sum = [0f64; 2];
+        let _mpi = lock_mpi();
+        self.world
+            .all_reduce_into(&mine[..], &mut sum[..], SystemOperation::sum());
+        if sum[1] > 0.0 { sum[0] / sum[1] } else { 0.0 }
+    }
+
+    fn sum(&self, value: u64) -> u64 {
+        let mut sum = 0u64;
+        let _mpi = lock_mpi();
+        self.world
+            .all_reduce_into(&value, &mut sum, SystemOperation::sum());
+        sum
+    }
+}
+
+fn main() -> ExitCode {
+    let arguments: Vec<String> = std::env::args().skip(1).collect();
+    let options = match parse(&arguments) {
+        Ok(options) => options,
+        Err(message) => {
+            eprintln!("{message}");
+            return ExitCode::from(2);
+        }
+    };
+    let runtime = match MpiRuntime::initialize() {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("cannot initialise MPI: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let (process, processes) = (runtime.process(), runtime.processes());
+    if processes % options.local != 0 {
+        if process == 0 {
+            eprintln!(
+                "the job's {processes} processes are not a multiple of -l {}",
+                options.local
+            );
+        }
+        return ExitCode::from(2);
+    }
+    match setup(runtime, &options) {
+        Ok(bench) => run(&bench, &options),
+        Err(error) => {
+            eprintln!("[process {process}] {error}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn setup(runtime: MpiRuntime, options: &Options) -> Result<Bench, String> {
+    let (process, processes) = (runtime.process(), runtime.processes());
+    let active = process % options.local == 0;
+    let color = active.then_some(0u16);
+    let setup = Some(Instant::now() + Duration::from_secs(60));
+    let blocking = runtime
+        .split(color, Waiting::Blocking, None)
+        .map_err(|error| error.to_string())?;
+    let deadlines = runtime
+        .split(color, Waiting::Deadlines, setup)
+        .map_err(|error| error.to_string())?;
+    let world = runtime.world();
+    let active_world = {
+        let _mpi = lock_mpi();
+        world.split_by_color(if active {
+            Color::with_value(0)
+        } else {
+            Color::undefined()
+        })
+    };
+    let device = SimDevice::builder()
+        .threads(options.threads)
+        .record_traffic(false)
+        .build();
+    let devices: Vec<DeviceId> = (0..options.local as u32).map(DeviceId::new).collect();
+    let mut hierarchical_options = HierarchicalOptions::default();
+    if let Some(bytes) = options.shards_from {
+        hierarchical_options = hierarchical_options.with_shards_from(bytes);
+    }
+    let hierarchical = |inter: Option<MpiInterProcess>, deadline| {
+        inter
+            .map(|inter| {
+                let (devices, device) = (devices.clone(), device.clone());
+                HierarchicalCommunicator::with_options(
+                    devices,
+                    device,
+                    inter,
+                    hierarchical_options,
+                    deadline,
+                )
+                .map(Arc::new)
+                .map_err(|error| error.to_string())
+            })
+            .transpose()
+    };
+    let local = NativeCommunicator::new(devices.clone(), device.clone())
+        .map_err(|error| error.to_string())?;
+    Ok(Bench {
+        hierarchical: hierarchical(blocking, None)?,
+        deadline: hierarchical(deadlines, setup)?,
+        local: Arc::new(local),
+        active: active_world,
+        world,
+        runtime,
+        process,
+        processes,
+    })
+}
+
+fn run(bench: &Bench, options: &Options) -> ExitCode {
+    let mut sizes = Vec::new();
+    let mut bytes = options.min_bytes.max(4);
+    while bytes <= options.max_bytes {
+        sizes.push(bytes);
+        bytes = match bytes.checked_mul(options.factor) {
+            Some(next) => next,
+            None => break,
+        };
+    }
+    let mut tables: Vec<Vec<Row>> = vec![Vec::new(); options.engines.len()];
+    for bytes in &sizes {
+        match bench.measure(*bytes, options) {
+            Ok(rows) => {
+                for (table, row) in tables.iter_mut().zip(rows) {
+                    table.push(row);
+                }
+            }
+            Err((engine, error)) => {
+                eprintln!(
+                    "[process {}] {} at {bytes} B: {error}",
+                    bench.process,
+                    engine.name()
+                );
+                bench.runtime.abort_job(1);
+            }
+        }
+    }
+    let wrong: u64 = tables.iter().flatten().map(|row| row.wrong).sum();
+    if bench.process == 0 {
+        print_tables(options, bench.processes, &tables);
+    }
+    if wrong == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}
+
+fn print_tables(options: &Options, processes: usize, tables: &[Vec<Row>]) {
+    let version = library_version();
+    let layout = format!(
+        "{} processes x {} local ranks (hierarchical), {processes} processes (MPI)",
+        processes / options.local,
+        options.local
+    );
+    for (engine, rows) in options.engines.iter().zip(tables) {
+        let heading = [
+            format!("hierarchical-perf: {} ({version})", engine.describe()),
+            format!(
+                "{layout}; nRanks {} minBytes {} maxBytes {} step: {}(factor) warmup iters: {} iters: {} validation: {}",
+                engine.world(options, processes),
+                options.min_bytes,
+                options.max_bytes,
+                options.factor,
+                options.warmup,
+                options.iterations,
+                u8::from(options.check)
+            ),
+        ];
+        print_table(&heading, engine.world(options, processes), rows);
+    }
+    let names: Vec<&str> = options.engines.iter().map(|engine| engine.name()).collect();
+    print_summary(&names, tables);
+}

@@ -1,0 +1,300 @@
+//! [`Meeting`]: where a process's local ranks hand their parts to one thread that calls the
+//! inter-process engine, and take back what it got — used when a local phase failed before the
+//! hook in the device's `finish` could make the step (`hook.rs`).
+//!
+//! One meeting per step (the exchange, the closing agreement). Every local rank of a generation
+//! deposits; the **last to arrive** runs the step on every deposit, with the lock released, and
+//! publishes one outcome per rank; each rank takes its own, and the last to take reopens the
+//! meeting for the next generation. So the thread that calls MPI changes from generation to
+//! generation (MPI at `MPI_THREAD_SERIALIZED`, see the crate docs).
+//!
+//! A rank deposits into generation `g + 1` of a meeting only after every rank took its outcome
+//! of `g`: every hierarchical generation starts with a local collective of all ranks, which none
+//! leaves before all entered it, hence before all left generation `g` of every meeting. The
+//! wait for a reopening is there all the same (bounded by the deadline), so the meeting never
+//! depends on that argument for its safety.
+//!
+//! **Deadlines.** A waiter gives up only while the meeting still collects (a rank is missing):
+//! it then *breaks* the meeting — every waiter and every later deposit gets [`Missed::Broken`],
+//! and the communicator is poisoned. Once the last rank arrived, waiters wait for its outcome
+//! whatever their deadlines: the runner's own wait for other processes is bounded by the
+//! earliest deadline of the generation, so the outcome comes, and the local ranks of a process
+//! never split on a deadline here.
+//!
+//! Waiting polls a counter first (the core's spin budget: spin, then yield the core), then
+//! parks on a condition variable.
+
+use super::error::HierarchicalError;
+use crate::error::InterProcessError;
+use ruccl_core::sync::SpinBudget;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
+use std::time::Instant;
+
+/// One rank's outcome of a step.
+pub(crate) type Outcome<X> = Result<X, HierarchicalError>;
+
+/// The held lock of a meeting's round.
+type Guard<'a, T, X> = MutexGuard<'a, Round<T, X>>;
+
+/// Why a rank got no outcome.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Missed {
+    /// Its deadline passed while a rank was missing: it broke the meeting.
+    Expired,
+    /// The meeting was broken before (by a deadline, or a runner that panicked).
+    Broken,
+}
+
+/// The meeting of `ranks` local ranks, depositing `T` and taking `X`.
+pub(crate) struct Meeting<T, X> {
+    ranks: usize,
+    round: Mutex<Round<T, X>>,
+    changed: Condvar,
+    /// Bumped after every publication, reopening and break, for waiters to poll before parking.
+    signal: AtomicU64,
+    spin: SpinBudget,
+}
+
+/// The one round of the meeting: the generation it collects or delivers.
+struct Round<T, X> {
+    generation: u64,
+    deposits: Vec<Option<T>>,
+    arrived: usize,
+    /// The last arriver is running the step (waiters no longer give up).
+    running: bool,
+    /// `Some` once published: one outcome per rank, taken out one by one.
+    outcomes: Option<Vec<Option<Outcome<X>>>>,
+    /// Outcomes not yet taken.
+    left: usize,
+    broken: bool,
+}
+
+impl<T, X> Meeting<T, X> {
+    /// A meeting of `ranks` local ranks (at least one).
+    pub(crate) fn new(ranks: usize) -> Self {
+        let ranks = ranks.max(1);
+        Meeting {
+            ranks,
+            round: Mutex::new(Round {
+                generation: 0,
+                deposits: (0..ranks).map(|_| None).collect(),
+                arrived: 0,
+                running: false,
+                outcomes: None,
+                left: 0,
+                broken: false,
+            }),
+            changed: Condvar::new(),
+            signal: AtomicU64::new(0),
+            spin: SpinBudget::for_world(ranks),
+        }
+    }
+
+    fn lock(&self) -> Guard<'_, T, X> {
+        // The round is changed by plain assignments that cannot panic half-way; a runner's panic
+        // happens outside the lock.
+        self.round.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Wakes every waiter (after a change made under the lock, which is still held).
+    fn announce(&self) {
+        self.signal.fetch_add(1, Ordering::Release);
+        self.changed.notify_all();
+    }
+
+    /// Deposit `rank`'s part of `generation` and take the rank's outcome. The last rank to
+    /// arrive runs `run` on every deposit (in rank order), which returns one outcome per rank.
+    /// Waiting for the others ends at `deadline` only while one of them is missing.
+    pub(crate) fn meet(
+        &self,
+        rank: usize,
+        generation: u64,
+        deposit: T,
+        deadline: Option<Instant>,
+        run: impl FnOnce(Vec<T>) -> Vec<Outcome<X>>,
+    ) -> Result<Outcome<X>, Missed> {
+        // Wait until the meeting collects this generation (the previous one fully taken).
+        let round = self.lock();
+        if round.generation > generation {
+            // A generation the meeting is done with: only a broken caller gets here.
+            return Err(Missed::Broken);
+        }
+        let mut round = self
+            .wait(round, deadline, |round| round.generation == generation)
+            .map_err(|round| self.expire(round))?;
+        if round.outcomes.is_some() || rank >= self.ranks || round.deposits[rank].is_some() {
+            // A second deposit for one rank: only a broken caller gets here.
+            round.broken = true;
+            self.announce();
+            return Err(Missed::Broken);
+        }
+        round.deposits[rank] = Some(deposit);
+        round.arrived += 1;
+        if round.arrived < self.ranks {
+            let round = self
+                .wait(round, deadline, |round| {
+                    round.generation == generation && round.outcomes.is_some()
+                })
+                .map_err(|round| self.expire(round))?;
+            return Ok(self.take(round, rank));
+        }
+        // The last arriver: run the step with the lock released.
+        round.running = true;
+        let deposits: Vec<T> = round.deposits.iter_mut().filter_map(Option::take).collect();
+        drop(round);
+        let outcomes = catch_unwind(AssertUnwindSafe(|| run(deposits))).unwrap_or_else(|_| {
+            (0..self.ranks)
+                .map(|_| Err(internal("the inter-process step panicked")))
+                .collect()
+        });
+        let mut round = self.lock();
+        let mut outcomes: Vec<Option<Outcome<X>>> = outcomes.into_iter().map(Some).collect();
+        outcomes.resize_with(self.ranks, || {
+            Some(Err(internal("the inter-process step lost an outcome")))
+        });
+        round.outcomes = Some(outcomes);
+        round.running = false;
+        round.left = self.ranks;
+        self.announce();
+        Ok(self.take(round, rank))
+    }
+
+    /// Takes `rank`'s published outcome; the last taker reopens the meeting.
+    fn take(&self, mut round: Guard<'_, T, X>, rank: usize) -> Outcome<X> {
+        let outcome = round
+            .outcomes
+            .as_mut()
+            .and_then(|outcomes| outcomes.get_mut(rank))
+            .and_then(Option::take)
+            .unwrap_or_else(|| Err(internal("an outcome taken twice")));
+        round.left = round.left.saturating_sub(1);
+        if round.left == 0 {
+            round.outcomes = None;
+            round.arrived = 0;
+            round.generation += 1;
+            self.announce();
+        }
+        outcome
+    }
+
+    /// A deadline passed while a rank was missing: break the meeting for everyone.
+    fn expire(&self, mut round: Guard<'_, T, X>) -> Missed {
+        if round.broken {
+            return Missed::Broken;
+        }
+        round.broken = true;
+        self.announce();
+        Missed::Expired
+    }
+
+    /// Waits until `ready` holds (`Ok`) or the meeting is broken or `deadline` passes while the
+    /// step is not running (`Err`, the guard held).
+    fn wait<'a>(
+        &'a self,
+        mut round: Guard<'a, T, X>,
+        deadline: Option<Instant>,
+        ready: impl Fn(&Round<T, X>) -> bool,
+    ) -> Result<Guard<'a, T, X>, Guard<'a, T, X>> {
+        let mut backoff = self.spin.backoff();
+        loop {
+            if round.broken {
+                return Err(round);
+            }
+            if ready(&round) {
+                return Ok(round);
+            }
+            let expiring = deadline.filter(|_| !round.running);
+            if expiring.is_some_and(|deadline| Instant::now() >= deadline) {
+                return Err(round);
+            }
+            if !backoff.is_completed() {
+                // Poll the signal without the lock, then look again under it.
+                let seen = self.signal.load(Ordering::Acquire);
+                drop(round);
+                while !backoff.is_completed() && self.signal.load(Ordering::Acquire) == seen {
+                    backoff.snooze();
+                }
+                round = self.lock();
+                continue;
+            }
+            round = match expiring {
+                Some(deadline) => {
+                    let left = deadline.saturating_duration_since(Instant::now());
+                    self.changed
+                        .wait_timeout(round, left)
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .0
+                }
+                None => self
+                    .changed
+                    .wait(round)
+                    .unwrap_or_else(PoisonError::into_inner),
+            };
+        }
+    }
+}
+
+fn internal(message: &str) -> HierarchicalError {
+    HierarchicalError::InterProcess(InterProcessError::Internal {
+        message: message.to_owned(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    #[test]
+    fn the_last_arriver_runs_once_and_every_rank_takes_its_own_outcome() {
+        let meeting = Arc::new(Meeting::<usize, usize>::new(3));
+        let runs = Arc::new(AtomicU64::new(0));
+        for generation in 0..50u64 {
+            let handles: Vec<_> = (0..3)
+                .map(|rank| {
+                    let (meeting, runs) = (Arc::clone(&meeting), Arc::clone(&runs));
+                    std::thread::spawn(move || {
+                        meeting.meet(rank, generation, rank * 10, None, |deposits| {
+                            runs.fetch_add(1, Ordering::Relaxed);
+                            let sum: usize = deposits.iter().sum();
+                            deposits.iter().map(|d| Ok(sum + d)).collect()
+                        })
+                    })
+                })
+                .collect();
+            for (rank, handle) in handles.into_iter().enumerate() {
+                assert_eq!(handle.join().unwrap(), Ok(Ok(30 + rank * 10)));
+            }
+        }
+        assert_eq!(runs.load(Ordering::Relaxed), 50);
+    }
+
+    #[test]
+    fn a_missing_rank_breaks_the_meeting_at_the_deadline_and_for_every_later_deposit() {
+        let meeting = Meeting::<(), ()>::new(2);
+        let started = Instant::now();
+        let deadline = Some(started + Duration::from_millis(50));
+        let alone = meeting.meet(0, 0, (), deadline, |_| vec![Ok(()), Ok(())]);
+        assert_eq!(alone, Err(Missed::Expired));
+        assert!(started.elapsed() >= Duration::from_millis(50));
+        let late = meeting.meet(1, 0, (), None, |_| vec![Ok(()), Ok(())]);
+        assert_eq!(late, Err(Missed::Broken));
+    }
+
+    #[test]
+    fn a_panicking_step_gives_every_rank_an_error_instead_of_a_hang() {
+        let meeting = Meeting::<(), ()>::new(1);
+        let outcome = meeting.meet(0, 0, (), None, |_| panic!("planted"));
+        assert!(matches!(
+            outcome,
+            Ok(Err(HierarchicalError::InterProcess(
+                InterProcessError::Internal { .. }
+            )))
+        ));
+        // The meeting reopened for the next generation.
+        assert_eq!(meeting.meet(0, 1, (), None, |_| vec![Ok(())]), Ok(Ok(())));
+    }
+}

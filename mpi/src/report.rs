@@ -1,0 +1,135 @@
+//! The nccl-tests-style report the two perf binaries (`mpi-allreduce-perf`,
+//! `hierarchical-perf`) print: their size arguments, one table per engine, and a summary of the
+//! engines side by side. Tools only; nothing in the communicator uses it.
+
+/// One engine's figures at one size of an f32 sum all-reduce.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Row {
+    /// Bytes per rank.
+    pub bytes: usize,
+    /// Seconds per all-reduce (the mean over the timed iterations).
+    pub seconds: f64,
+    /// Elements that differed from the expected sum, over every rank.
+    pub wrong: u64,
+}
+
+/// A size argument: digits with an optional `K`, `M` or `G` suffix (powers of 1024, either
+/// case); `None` if it is not one or overflows.
+pub fn parse_size(text: &str) -> Option<usize> {
+    let (digits, scale) = match text.chars().last()?.to_ascii_uppercase() {
+        'K' => (&text[..text.len() - 1], 1 << 10),
+        'M' => (&text[..text.len() - 1], 1 << 20),
+        'G' => (&text[..text.len() - 1], 1 << 30),
+        _ => (text, 1),
+    };
+    digits.parse::<usize>().ok()?.checked_mul(scale)
+}
+
+/// The first line of the MPI library's version string, without padding or NULs.
+pub fn library_version() -> String {
+    let version = mpi::environment::library_version().unwrap_or_default();
+    version
+        .lines()
+        .next()
+        .unwrap_or("")
+        .trim_matches(|c: char| c.is_whitespace() || c == char::from(0))
+        .to_owned()
+}
+
+/// Prints one engine's table: `heading` (each line after `# `), the column heads, a row per
+/// size with the all-reduce bus bandwidth of `world` ranks, and nccl-tests' two closing lines.
+pub fn print_table(heading: &[String], world: usize, rows: &[Row]) {
+    let world = world as f64;
+    let bus = 2.0 * (world - 1.0) / world;
+    for line in heading {
+        println!("# {line}");
+    }
+    println!("#");
+    println!(
+        "# {:>10} {:>12} {:>8} {:>6} {:>10} {:>8} {:>8} {:>7}",
+        "size", "count", "type", "redop", "time", "algbw", "busbw", "#wrong"
+    );
+    println!(
+        "# {:>10} {:>12} {:>8} {:>6} {:>10} {:>8} {:>8} {:>7}",
+        "(B)", "(elements)", "", "", "(us)", "(GB/s)", "(GB/s)", ""
+    );
+    let mut busbw_sum = 0.0;
+    for row in rows {
+        let algbw = row.bytes as f64 / row.seconds / 1e9;
+        busbw_sum += algbw * bus;
+        println!(
+            "  {:>10} {:>12} {:>8} {:>6} {:>10.2} {:>8.2} {:>8.2} {:>7}",
+            row.bytes,
+            row.bytes / 4,
+            "float",
+            "sum",
+            row.seconds * 1e6,
+            algbw,
+            algbw * bus,
+            row.wrong
+        );
+    }
+    let wrong: u64 = rows.iter().map(|row| row.wrong).sum();
+    println!(
+        "# Out of bounds values : {wrong} {}",
+        if wrong == 0 { "OK" } else { "FAILED" }
+    );
+    println!(
+        "# Avg bus bandwidth    : {:.6}",
+        busbw_sum / rows.len().max(1) as f64
+    );
+    println!("#");
+}
+
+/// With more than one engine, prints one line per size: every engine's time, then each later
+/// engine's ratio to the first. `names[i]` names `tables[i]`; every table has the same sizes.
+pub fn print_summary(names: &[&str], tables: &[Vec<Row>]) {
+    let (Some(first), Some(baseline)) = (names.first(), tables.first()) else {
+        return;
+    };
+    if tables.len() < 2 {
+        return;
+    }
+    print!(
+        "# summary: time (us), and ratio to {first}\n# {:>10}",
+        "size (B)"
+    );
+    for name in names {
+        print!(" {name:>10}");
+    }
+    for name in &names[1..] {
+        print!(" {:>10}", format!("÷{name}"));
+    }
+    println!();
+    for (index, row) in baseline.iter().enumerate() {
+        print!("  {:>10}", row.bytes);
+        for table in tables {
+            print!(" {:>10.2}", table[index].seconds * 1e6);
+        }
+        for table in &tables[1..] {
+            print!(" {:>10.2}", table[index].seconds / row.seconds);
+        }
+        println!();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_size;
+
+    #[test]
+    fn sizes_take_binary_suffixes_in_either_case() {
+        assert_eq!(parse_size("4"), Some(4));
+        assert_eq!(parse_size("64k"), Some(64 << 10));
+        assert_eq!(parse_size("2M"), Some(2 << 20));
+        assert_eq!(parse_size("1G"), Some(1 << 30));
+    }
+
+    #[test]
+    fn bad_or_overflowing_sizes_are_none() {
+        assert_eq!(parse_size(""), None);
+        assert_eq!(parse_size("K"), None);
+        assert_eq!(parse_size("12x"), None);
+        assert_eq!(parse_size("99999999999999999999G"), None);
+    }
+}
