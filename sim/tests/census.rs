@@ -419,8 +419,16 @@ fn an_abort_or_a_timeout_while_the_plan_runs_leaves_nothing_alive() {
             let running = scope.spawn(|| generation(&communicator, &device, vec![call; 2]));
             plan_started.recv().unwrap();
             match timeout {
-                // The waiting rank's deadline passes while the plan is held.
-                Some(timeout) => std::thread::sleep(timeout * 4),
+                // The waiting rank's deadline passes while the plan is held: its timeout aborts
+                // the communicator (waited for, not slept for: a loaded machine may not run
+                // the waiter within any fixed sleep).
+                Some(_) => {
+                    let watchdog = std::time::Instant::now() + Duration::from_secs(60);
+                    while !communicator.is_aborted() {
+                        assert!(std::time::Instant::now() < watchdog, "no rank timed out");
+                        std::thread::sleep(Duration::from_millis(1));
+                    }
+                }
                 None => communicator.abort("aborted while the plan runs"),
             }
             go.send(()).unwrap();
