@@ -25,6 +25,38 @@ pub fn parse_size(text: &str) -> Option<usize> {
     digits.parse::<usize>().ok()?.checked_mul(scale)
 }
 
+/// The sizes of a sweep, nccl-tests' way: `min_bytes` (at least one f32), then times `factor`
+/// while within `max_bytes` (and while the product fits).
+pub fn sizes(min_bytes: usize, max_bytes: usize, factor: usize) -> Vec<usize> {
+    let mut sizes = Vec::new();
+    let mut bytes = min_bytes.max(4);
+    while bytes <= max_bytes {
+        sizes.push(bytes);
+        bytes = match bytes.checked_mul(factor) {
+            Some(next) => next,
+            None => break,
+        };
+    }
+    sizes
+}
+
+/// Measure every size of `sizes` with `measure`, which returns one [`Row`] per engine (in
+/// `engines` order), and gather one table per engine. Stops at the first size that fails, with
+/// the error `measure` gave.
+pub fn sweep<E>(
+    sizes: &[usize],
+    engines: usize,
+    mut measure: impl FnMut(usize) -> Result<Vec<Row>, E>,
+) -> Result<Vec<Vec<Row>>, E> {
+    let mut tables: Vec<Vec<Row>> = vec![Vec::new(); engines];
+    for &bytes in sizes {
+        for (table, row) in tables.iter_mut().zip(measure(bytes)?) {
+            table.push(row);
+        }
+    }
+    Ok(tables)
+}
+
 /// The first line of the MPI library's version string, without padding or NULs.
 pub fn library_version() -> String {
     let version = mpi::environment::library_version().unwrap_or_default();
@@ -115,7 +147,7 @@ pub fn print_summary(names: &[&str], tables: &[Vec<Row>]) {
 
 #[cfg(test)]
 mod tests {
-    use super::parse_size;
+    use super::{Row, parse_size, sizes, sweep};
 
     #[test]
     fn sizes_take_binary_suffixes_in_either_case() {
@@ -131,5 +163,42 @@ mod tests {
         assert_eq!(parse_size("K"), None);
         assert_eq!(parse_size("12x"), None);
         assert_eq!(parse_size("99999999999999999999G"), None);
+    }
+
+    #[test]
+    fn a_sweep_starts_at_one_float_and_stops_before_overflowing() {
+        assert_eq!(sizes(0, 64, 2), vec![4, 8, 16, 32, 64]);
+        assert_eq!(sizes(4, 100, 4), vec![4, 16, 64]);
+        assert_eq!(
+            sizes(usize::MAX / 2 + 1, usize::MAX, 2),
+            vec![usize::MAX / 2 + 1]
+        );
+        assert!(sizes(128, 64, 2).is_empty());
+    }
+
+    #[test]
+    fn a_sweep_gathers_one_table_per_engine_and_stops_at_the_first_error() {
+        let row = |bytes, wrong| Row {
+            bytes,
+            seconds: 1.0,
+            wrong,
+        };
+        let tables = sweep(&[4, 8], 2, |bytes| {
+            Ok::<_, ()>(vec![row(bytes, 0), row(bytes, 1)])
+        });
+        assert_eq!(
+            tables,
+            Ok(vec![vec![row(4, 0), row(8, 0)], vec![row(4, 1), row(8, 1)]])
+        );
+        let mut measured = Vec::new();
+        let failed = sweep(&[4, 8, 16], 1, |bytes| {
+            measured.push(bytes);
+            if bytes == 8 {
+                Err(bytes)
+            } else {
+                Ok(vec![row(bytes, 0)])
+            }
+        });
+        assert_eq!((failed, measured), (Err(8), vec![4, 8]));
     }
 }

@@ -25,7 +25,7 @@
 use mpi::collective::SystemOperation;
 use mpi::traits::CommunicatorCollectives;
 use ruccl_core::ReduceOperation;
-use ruccl_mpi::report::{Row, library_version, parse_size, print_summary, print_table};
+use ruccl_mpi::report::{self, Row, library_version, parse_size, print_summary, print_table};
 use ruccl_mpi::{HostBuffer, MpiInterProcess, MpiRuntime, Waiting, lock_mpi};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
@@ -322,33 +322,19 @@ fn main() -> ExitCode {
         ruccl,
         ruccl_blocking,
     };
-    let mut sizes = Vec::new();
-    let mut bytes = options.min_bytes.max(4);
-    while bytes <= options.max_bytes {
-        sizes.push(bytes);
-        bytes = match bytes.checked_mul(options.factor) {
-            Some(next) => next,
-            None => break,
-        };
-    }
-    let mut tables: Vec<Vec<Row>> = vec![Vec::new(); options.engines.len()];
-    for bytes in &sizes {
-        match bench.measure(*bytes, &options) {
-            Ok(rows) => {
-                for (table, row) in tables.iter_mut().zip(rows) {
-                    table.push(row);
-                }
-            }
-            Err((engine, error)) => {
-                eprintln!(
-                    "[process {}] {} at {bytes} B: {error}",
-                    bench.process,
-                    engine.name()
-                );
-                bench.runtime.abort_job(1);
-            }
+    let sizes = report::sizes(options.min_bytes, options.max_bytes, options.factor);
+    let measured = report::sweep(&sizes, options.engines.len(), |bytes| {
+        bench
+            .measure(bytes, &options)
+            .map_err(|(engine, error)| format!("{} at {bytes} B: {error}", engine.name()))
+    });
+    let tables = match measured {
+        Ok(tables) => tables,
+        Err(error) => {
+            eprintln!("[process {}] {error}", bench.process);
+            bench.runtime.abort_job(1);
         }
-    }
+    };
     let wrong: u64 = tables.iter().flatten().map(|row| row.wrong).sum();
     if bench.process == 0 {
         print_tables(&options, bench.processes, &tables);
