@@ -80,26 +80,7 @@ pub fn input(
     let one_period: Vec<i64> = (0..period(operation))
         .map(|index| input_integer(operation, rank, index))
         .collect();
-    // Streamed into the element type: a sweep's largest input is hundreds of megabytes.
-    let repeated = one_period.iter().copied().cycle().take(length);
-    match element_type {
-        ElementType::F32 => HostValues::F32(repeated.map(|value| value as f32).collect()),
-        ElementType::F64 => HostValues::F64(repeated.map(|value| value as f64).collect()),
-        ElementType::F16 => {
-            HostValues::F16(repeated.map(|value| f16::from_f64(value as f64)).collect())
-        }
-        ElementType::BF16 => {
-            HostValues::BF16(repeated.map(|value| bf16::from_f64(value as f64)).collect())
-        }
-        ElementType::I32 => HostValues::I32(repeated.map(|value| value as i32).collect()),
-        ElementType::I64 => HostValues::I64(repeated.collect()),
-        ElementType::I8 => HostValues::I8(repeated.map(|value| value as i8).collect()),
-        ElementType::U8 => HostValues::U8(repeated.map(|value| value as u8).collect()),
-        ElementType::U32 => HostValues::U32(repeated.map(|value| value as u32).collect()),
-        ElementType::U64 => HostValues::U64(repeated.map(|value| value as u64).collect()),
-        // A type this crate does not know: f64 values, which the check counts as all wrong.
-        _ => HostValues::F64(repeated.map(|value| value as f64).collect()),
-    }
+    cycled(element_type, &one_period, 0, length)
 }
 
 /// What every rank must hold after an all-reduce of [`input`]s over `world` ranks.
@@ -219,7 +200,8 @@ fn collective_period(collective: Collective) -> usize {
 }
 
 /// `integers` (one period, cycled from `offset` to `length` elements) as host values of
-/// `element_type`, rounded once to the type.
+/// `element_type`, rounded once to the type; streamed, never collected as integers first (a sweep's
+/// largest input is hundreds of megabytes).
 fn cycled(element_type: ElementType, integers: &[i64], offset: usize, length: usize) -> HostValues {
     let start = offset % integers.len().max(1);
     let repeated = integers.iter().copied().cycle().skip(start).take(length);
