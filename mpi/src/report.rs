@@ -25,19 +25,89 @@ pub fn parse_size(text: &str) -> Option<usize> {
     digits.parse::<usize>().ok()?.checked_mul(scale)
 }
 
-/// The sizes of a sweep, nccl-tests' way: `min_bytes` (at least one f32), then times `factor`
-/// while within `max_bytes` (and while the product fits).
-pub fn sizes(min_bytes: usize, max_bytes: usize, factor: usize) -> Vec<usize> {
-    let mut sizes = Vec::new();
-    let mut bytes = min_bytes.max(4);
-    while bytes <= max_bytes {
-        sizes.push(bytes);
-        bytes = match bytes.checked_mul(factor) {
-            Some(next) => next,
-            None => break,
-        };
+/// The sweep settings both perf binaries take, with nccl-tests' flags and defaults: `-b`, `-e`,
+/// `-f`, `-n`, `-w`, `-c`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Sweep {
+    /// The first size, bytes per rank (`-b`; at least one f32 is measured).
+    pub min_bytes: usize,
+    /// The last size at most (`-e`).
+    pub max_bytes: usize,
+    /// The factor between sizes (`-f`).
+    pub factor: usize,
+    /// Timed iterations per size (`-n`).
+    pub iterations: usize,
+    /// Untimed iterations before them (`-w`).
+    pub warmup: usize,
+    /// Whether results are checked (`-c`).
+    pub check: bool,
+}
+
+impl Default for Sweep {
+    /// `-b 4 -e 64M -f 2 -n 20 -w 5 -c 1`.
+    fn default() -> Self {
+        Sweep {
+            min_bytes: 4,
+            max_bytes: 64 << 20,
+            factor: 2,
+            iterations: 20,
+            warmup: 5,
+            check: true,
+        }
     }
-    sizes
+}
+
+impl Sweep {
+    /// Apply `flag` with `value` if it is one of the sweep's flags; `None` for any other flag.
+    pub fn set(&mut self, flag: &str, value: &str) -> Option<Result<(), String>> {
+        let field = match flag {
+            "-c" => {
+                self.check = value != "0";
+                return Some(Ok(()));
+            }
+            "-b" => &mut self.min_bytes,
+            "-e" => &mut self.max_bytes,
+            "-f" => &mut self.factor,
+            "-n" => &mut self.iterations,
+            "-w" => &mut self.warmup,
+            _ => return None,
+        };
+        Some(match parse_size(value) {
+            Some(size) => {
+                *field = size;
+                Ok(())
+            }
+            None => Err(format!("bad size `{value}` for {flag}")),
+        })
+    }
+
+    /// The sizes, nccl-tests' way: `min_bytes` (at least one f32), then times `factor` while
+    /// within `max_bytes` (and while the product fits).
+    pub fn sizes(&self) -> Vec<usize> {
+        let mut sizes = Vec::new();
+        let mut bytes = self.min_bytes.max(4);
+        while bytes <= self.max_bytes {
+            sizes.push(bytes);
+            bytes = match bytes.checked_mul(self.factor) {
+                Some(next) => next,
+                None => break,
+            };
+        }
+        sizes
+    }
+
+    /// The settings as nccl-tests' heading states them.
+    pub fn describe(&self) -> String {
+        format!(
+            "minBytes {} maxBytes {} step: {}(factor) warmup iters: {} iters: {} validation: {}",
+            self.min_bytes,
+            self.max_bytes,
+            self.factor,
+            self.warmup,
+            self.iterations,
+            u8::from(self.check)
+        )
+    }
 }
 
 /// Measure every size of `sizes` with `measure`, which returns one [`Row`] per engine (in
@@ -147,7 +217,7 @@ pub fn print_summary(names: &[&str], tables: &[Vec<Row>]) {
 
 #[cfg(test)]
 mod tests {
-    use super::{Row, parse_size, sizes, sweep};
+    use super::{Row, Sweep, parse_size, sweep};
 
     #[test]
     fn sizes_take_binary_suffixes_in_either_case() {
@@ -167,6 +237,15 @@ mod tests {
 
     #[test]
     fn a_sweep_starts_at_one_float_and_stops_before_overflowing() {
+        let sizes = |min_bytes, max_bytes, factor| {
+            let settings = Sweep {
+                min_bytes,
+                max_bytes,
+                factor,
+                ..Sweep::default()
+            };
+            settings.sizes()
+        };
         assert_eq!(sizes(0, 64, 2), vec![4, 8, 16, 32, 64]);
         assert_eq!(sizes(4, 100, 4), vec![4, 16, 64]);
         assert_eq!(
@@ -174,6 +253,33 @@ mod tests {
             vec![usize::MAX / 2 + 1]
         );
         assert!(sizes(128, 64, 2).is_empty());
+    }
+
+    #[test]
+    fn sweep_flags_are_taken_and_other_flags_left_alone() {
+        let mut settings = Sweep::default();
+        assert_eq!(settings.set("-b", "1K"), Some(Ok(())));
+        assert_eq!(settings.set("-e", "2M"), Some(Ok(())));
+        assert_eq!(settings.set("-n", "7"), Some(Ok(())));
+        assert_eq!(settings.set("-c", "0"), Some(Ok(())));
+        assert_eq!(settings.set("-l", "2"), None);
+        assert_eq!(
+            settings.set("-f", "x"),
+            Some(Err("bad size `x` for -f".to_owned()))
+        );
+        assert_eq!(
+            (
+                settings.min_bytes,
+                settings.max_bytes,
+                settings.iterations,
+                settings.check
+            ),
+            (1 << 10, 2 << 20, 7, false)
+        );
+        assert_eq!(
+            Sweep::default().describe(),
+            "minBytes 4 maxBytes 67108864 step: 2(factor) warmup iters: 5 iters: 20 validation: 1"
+        );
     }
 
     #[test]

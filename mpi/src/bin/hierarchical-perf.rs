@@ -36,7 +36,9 @@ use ruccl_core::{
     Algorithm, Collective, CollectiveOptions, DeviceId, NativeCommunicator, ParseAlgorithmError,
     ReduceOperation,
 };
-use ruccl_mpi::report::{self, Row, library_version, parse_size, print_summary, print_table};
+use ruccl_mpi::report::{
+    self, Row, Sweep, library_version, parse_size, print_summary, print_table,
+};
 use ruccl_mpi::{
     HierarchicalCommunicator, HierarchicalOptions, MpiInterProcess, MpiRuntime, Waiting, lock_mpi,
 };
@@ -111,12 +113,7 @@ impl Engine {
 }
 
 struct Options {
-    min_bytes: usize,
-    max_bytes: usize,
-    factor: usize,
-    iterations: usize,
-    warmup: usize,
-    check: bool,
+    sweep: Sweep,
     local: usize,
     threads: usize,
     /// The hierarchical communicator's shard threshold (`None`: its default).
@@ -135,12 +132,7 @@ const USAGE: &str = "usage: mpirun -np N hierarchical-perf [-l LOCAL] [-b MINBYT
 
 fn parse(arguments: &[String]) -> Result<Options, String> {
     let mut options = Options {
-        min_bytes: 4,
-        max_bytes: 64 << 20,
-        factor: 2,
-        iterations: 20,
-        warmup: 5,
-        check: true,
+        sweep: Sweep::default(),
         local: 2,
         threads: 1,
         shards_from: None,
@@ -156,12 +148,11 @@ fn parse(arguments: &[String]) -> Result<Options, String> {
             .next()
             .ok_or_else(|| format!("{flag} needs a value\n{USAGE}"))?;
         let size = || parse_size(value).ok_or_else(|| format!("bad size `{value}` for {flag}"));
+        if let Some(set) = options.sweep.set(flag, value) {
+            set?;
+            continue;
+        }
         match flag.as_str() {
-            "-b" => options.min_bytes = size()?,
-            "-e" => options.max_bytes = size()?,
-            "-f" => options.factor = size()?,
-            "-n" => options.iterations = size()?,
-            "-w" => options.warmup = size()?,
             "-l" => options.local = size()?,
             "-t" => options.threads = size()?,
             "-S" => options.shards_from = Some(size()?),
@@ -170,7 +161,6 @@ fn parse(arguments: &[String]) -> Result<Options, String> {
                     .parse()
                     .map_err(|error: ParseAlgorithmError| error.to_string())?;
             }
-            "-c" => options.check = value != "0",
             "-E" => {
                 options.engines = value
                     .split(',')
@@ -182,8 +172,8 @@ fn parse(arguments: &[String]) -> Result<Options, String> {
             _ => return Err(format!("unknown flag `{flag}`\n{USAGE}")),
         }
     }
-    if options.factor < 2
-        || options.iterations == 0
+    if options.sweep.factor < 2
+        || options.sweep.iterations == 0
         || options.engines.is_empty()
         || options.local == 0
         || options.threads == 0
@@ -406,14 +396,15 @@ impl Bench {
             Ok(())
         };
         let mut elapsed = vec![Duration::ZERO; engines.len()];
-        let rounds = ROUNDS.min(options.iterations);
+        let rounds = ROUNDS.min(options.sweep.iterations);
         for round in 0..=rounds {
             // Round 0 is the warm-up.
             let calls = if round == 0 {
-                options.warmup
+                options.sweep.warmup
             } else {
                 let round = round - 1;
-                options.iterations / rounds + usize::from(round < options.iterations % rounds)
+                options.sweep.iterations / rounds
+                    + usize::from(round < options.sweep.iterations % rounds)
             };
             for (index, engine) in engines.iter().enumerate() {
                 self.barrier();
@@ -435,10 +426,10 @@ impl Bench {
         let mut rows = Vec::new();
         for (index, engine) in engines.iter().enumerate() {
             let runs_here = engine.everywhere() || self.is_active();
-            let mean = elapsed[index].as_secs_f64() / options.iterations as f64;
+            let mean = elapsed[index].as_secs_f64() / options.sweep.iterations as f64;
             let seconds = self.average(if runs_here { Some(mean) } else { None });
             let mut wrong = 0u64;
-            if options.check && runs_here {
+            if options.sweep.check && runs_here {
                 let world = engine.world(options, self.processes);
                 // Every engine's ranks are numbered from 0 in its own world.
                 let expected = |i: usize| -> f32 { (0..world).map(|rank| element(rank, i)).sum() };
@@ -628,7 +619,7 @@ fn setup(runtime: MpiRuntime, options: &Options) -> Result<Bench, String> {
 }
 
 fn run(bench: &Bench, options: &Options) -> ExitCode {
-    let sizes = report::sizes(options.min_bytes, options.max_bytes, options.factor);
+    let sizes = options.sweep.sizes();
     let measured = report::sweep(&sizes, options.engines.len(), |bytes| {
         bench
             .measure(bytes, options)
@@ -663,14 +654,9 @@ fn print_tables(options: &Options, processes: usize, tables: &[Vec<Row>]) {
         let heading = [
             format!("hierarchical-perf: {} ({version})", engine.describe()),
             format!(
-                "{layout}; nRanks {} minBytes {} maxBytes {} step: {}(factor) warmup iters: {} iters: {} validation: {}",
+                "{layout}; nRanks {} {}",
                 engine.world(options, processes),
-                options.min_bytes,
-                options.max_bytes,
-                options.factor,
-                options.warmup,
-                options.iterations,
-                u8::from(options.check)
+                options.sweep.describe()
             ),
         ];
         print_table(&heading, engine.world(options, processes), rows);

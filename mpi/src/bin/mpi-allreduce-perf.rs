@@ -25,7 +25,7 @@
 use mpi::collective::SystemOperation;
 use mpi::traits::CommunicatorCollectives;
 use ruccl_core::ReduceOperation;
-use ruccl_mpi::report::{self, Row, library_version, parse_size, print_summary, print_table};
+use ruccl_mpi::report::{self, Row, Sweep, library_version, print_summary, print_table};
 use ruccl_mpi::{HostBuffer, MpiInterProcess, MpiRuntime, Waiting, lock_mpi};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
@@ -82,12 +82,7 @@ impl Engine {
 }
 
 struct Options {
-    min_bytes: usize,
-    max_bytes: usize,
-    factor: usize,
-    iterations: usize,
-    warmup: usize,
-    check: bool,
+    sweep: Sweep,
     engines: Vec<Engine>,
 }
 
@@ -96,12 +91,7 @@ const USAGE: &str = "usage: mpi-allreduce-perf [-b MINBYTES] [-e MAXBYTES] [-f F
 
 fn parse(arguments: &[String]) -> Result<Options, String> {
     let mut options = Options {
-        min_bytes: 4,
-        max_bytes: 64 << 20,
-        factor: 2,
-        iterations: 20,
-        warmup: 5,
-        check: true,
+        sweep: Sweep::default(),
         engines: vec![Engine::Blocking],
     };
     let mut rest = arguments.iter();
@@ -112,14 +102,11 @@ fn parse(arguments: &[String]) -> Result<Options, String> {
         let value = rest
             .next()
             .ok_or_else(|| format!("{flag} needs a value\n{USAGE}"))?;
-        let size = || parse_size(value).ok_or_else(|| format!("bad size `{value}` for {flag}"));
+        if let Some(set) = options.sweep.set(flag, value) {
+            set?;
+            continue;
+        }
         match flag.as_str() {
-            "-b" => options.min_bytes = size()?,
-            "-e" => options.max_bytes = size()?,
-            "-f" => options.factor = size()?,
-            "-n" => options.iterations = size()?,
-            "-w" => options.warmup = size()?,
-            "-c" => options.check = value != "0",
             "-E" => {
                 options.engines = value
                     .split(',')
@@ -131,7 +118,7 @@ fn parse(arguments: &[String]) -> Result<Options, String> {
             _ => return Err(format!("unknown flag `{flag}`\n{USAGE}")),
         }
     }
-    if options.factor < 2 || options.iterations == 0 || options.engines.is_empty() {
+    if options.sweep.factor < 2 || options.sweep.iterations == 0 || options.engines.is_empty() {
         return Err(format!(
             "-f must be at least 2, -n at least 1, -E not empty\n{USAGE}"
         ));
@@ -238,15 +225,15 @@ impl Bench {
         let send = pattern(self.process);
         let engines = &options.engines;
         for engine in engines {
-            self.run(*engine, &send, options.warmup)
+            self.run(*engine, &send, options.sweep.warmup)
                 .map_err(|e| (*engine, e))?;
         }
-        let rounds = ROUNDS.min(options.iterations);
+        let rounds = ROUNDS.min(options.sweep.iterations);
         let mut elapsed = vec![Duration::ZERO; engines.len()];
         for round in 0..rounds {
             // Rounds share the calls out: the first ones take the remainder.
-            let calls =
-                options.iterations / rounds + usize::from(round < options.iterations % rounds);
+            let calls = options.sweep.iterations / rounds
+                + usize::from(round < options.sweep.iterations % rounds);
             for (engine, elapsed) in engines.iter().zip(elapsed.iter_mut()) {
                 self.barrier();
                 let started = Instant::now();
@@ -256,10 +243,10 @@ impl Bench {
         }
         let mut rows = Vec::new();
         for (engine, elapsed) in engines.iter().zip(elapsed) {
-            let mean = elapsed.as_secs_f64() / options.iterations as f64;
+            let mean = elapsed.as_secs_f64() / options.sweep.iterations as f64;
             let seconds = self.average(mean);
             let mut wrong = 0u64;
-            if options.check {
+            if options.sweep.check {
                 let output = self.run(*engine, &send, 1).map_err(|e| (*engine, e))?;
                 let expected = |i: usize| -> f32 {
                     (0..self.processes)
@@ -322,7 +309,7 @@ fn main() -> ExitCode {
         ruccl,
         ruccl_blocking,
     };
-    let sizes = report::sizes(options.min_bytes, options.max_bytes, options.factor);
+    let sizes = options.sweep.sizes();
     let measured = report::sweep(&sizes, options.engines.len(), |bytes| {
         bench
             .measure(bytes, &options)
@@ -352,15 +339,7 @@ fn print_tables(options: &Options, processes: usize, tables: &[Vec<Row>]) {
     for (engine, rows) in options.engines.iter().zip(tables) {
         let heading = [
             format!("mpi-allreduce-perf: {} ({version})", engine.describe()),
-            format!(
-                "nProcs {processes} minBytes {} maxBytes {} step: {}(factor) warmup iters: {} iters: {} validation: {}",
-                options.min_bytes,
-                options.max_bytes,
-                options.factor,
-                options.warmup,
-                options.iterations,
-                u8::from(options.check)
-            ),
+            format!("nProcs {processes} {}", options.sweep.describe()),
         ];
         print_table(&heading, processes, rows);
     }
