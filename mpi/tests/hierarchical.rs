@@ -14,7 +14,7 @@
 //! all-reduce; `run-tests.sh` checks that `mpirun` ends the job promptly).
 
 mod common;
-use common::{buffer, input, reference, same_bits, value};
+use common::{buffer, input, passed_everywhere, reference, same_bits, value};
 use ruccl_core::{Algorithm, Collective, CollectiveOptions, DeviceId, ElementType};
 use ruccl_core::{LinkModel, NativeCollectiveDevice, ReduceOperation, TensorInfo};
 use ruccl_mpi::{
@@ -258,23 +258,7 @@ fn main() -> ExitCode {
             eprintln!("[process {process}] {}: {reason}", scenario.name);
         }
         // Agree on the verdict (and wait for everyone) before the next scenario.
-        let flag = HostBuffer::I32(vec![i32::from(outcome.is_err())]);
-        let everywhere = control.all_reduce(
-            Ok(flag),
-            ReduceOperation::Max,
-            Some(Instant::now() + GENEROUS),
-        );
-        let ok = match everywhere {
-            Ok(HostBuffer::I32(flags)) => flags == [0],
-            Ok(other) => {
-                eprintln!("[process {process}] the control verdict came back as {other:?}");
-                false
-            }
-            Err(error) => {
-                eprintln!("[process {process}] the control communicator failed: {error}");
-                env.runtime.abort_job(3);
-            }
-        };
+        let ok = passed_everywhere(&control, &env.runtime, process, outcome.is_err(), GENEROUS);
         if ok {
             passed += 1;
         } else {

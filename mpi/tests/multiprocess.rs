@@ -13,7 +13,7 @@
 //! engine.)
 
 mod common;
-use common::{buffer, input, reference, same_bits, value};
+use common::{buffer, input, passed_everywhere, reference, same_bits, value};
 use ruccl_core::{ElementType, ReduceOperation};
 use ruccl_mpi::{
     CallDescription, CollectiveKind, HostBuffer, InterProcess, InterProcessError, LocalFailure,
@@ -180,23 +180,7 @@ fn main() -> ExitCode {
             eprintln!("[process {process}] {name}: {reason}");
         }
         // Agree on the verdict (and wait for everyone) before the next scenario.
-        let flag = HostBuffer::I32(vec![i32::from(outcome.is_err())]);
-        let everywhere = control.all_reduce(
-            Ok(flag),
-            ReduceOperation::Max,
-            Some(Instant::now() + GENEROUS),
-        );
-        let ok = match everywhere {
-            Ok(HostBuffer::I32(flags)) => flags == [0],
-            Ok(other) => {
-                eprintln!("[process {process}] the control verdict came back as {other:?}");
-                false
-            }
-            Err(error) => {
-                eprintln!("[process {process}] the control communicator failed: {error}");
-                runtime.abort_job(3);
-            }
-        };
+        let ok = passed_everywhere(&control, &runtime, process, outcome.is_err(), GENEROUS);
         if ok {
             passed += 1;
         } else {

@@ -5,7 +5,8 @@
 
 use half::{bf16, f16};
 use ruccl_core::{ElementType, ReduceOperation};
-use ruccl_mpi::HostBuffer;
+use ruccl_mpi::{HostBuffer, MpiInterProcess, MpiRuntime};
+use std::time::{Duration, Instant};
 
 /// Contributor `who`'s element `index` for `operation` (never negative in an unsigned type).
 pub fn value(who: usize, index: usize, element: ElementType, operation: ReduceOperation) -> f64 {
@@ -130,5 +131,33 @@ pub fn same_bits(actual: &HostBuffer, expected: &HostBuffer) -> bool {
         (HostBuffer::F16(a), HostBuffer::F16(b)) => bits(a, b, f16::to_bits),
         (HostBuffer::BF16(a), HostBuffer::BF16(b)) => bits(a, b, bf16::to_bits),
         (a, b) => a == b,
+    }
+}
+
+/// Whether a scenario passed on every process (`failed_here`: it failed on this one), agreed over
+/// `control` within `within`; this process reports why it says no. A control communicator that
+/// fails ends the job (exit 3): nothing after it could be trusted.
+pub fn passed_everywhere(
+    control: &MpiInterProcess,
+    runtime: &MpiRuntime,
+    process: usize,
+    failed_here: bool,
+    within: Duration,
+) -> bool {
+    let flag = HostBuffer::I32(vec![i32::from(failed_here)]);
+    match control.all_reduce(
+        Ok(flag),
+        ReduceOperation::Max,
+        Some(Instant::now() + within),
+    ) {
+        Ok(HostBuffer::I32(flags)) => flags == [0],
+        Ok(other) => {
+            eprintln!("[process {process}] the control verdict came back as {other:?}");
+            false
+        }
+        Err(error) => {
+            eprintln!("[process {process}] the control communicator failed: {error}");
+            runtime.abort_job(3);
+        }
     }
 }
