@@ -52,6 +52,7 @@ macro_rules! each {
         }
     };
 }
+pub(crate) use each;
 
 impl HostBuffer {
     /// `len` zeros of `element`; `None` for an element type added to the core after this crate.

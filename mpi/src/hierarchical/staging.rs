@@ -5,7 +5,7 @@
 //! Both are small on purpose: they are all a GPU pair (a CUDA device, NCCL's device buffers)
 //! has to provide to slot in; the simulated device and MPI's [`HostBuffer`] implement them here.
 
-use crate::buffer::HostBuffer;
+use crate::buffer::{HostBuffer, each};
 use ruccl_core::{DeviceId, ElementType, NativeCollectiveDevice, TensorInfo};
 use ruccl_sim::{FaultyDevice, FaultyError, FaultyTensor, SimDevice, SimError, SimTensor};
 use std::ops::Range;
@@ -117,24 +117,6 @@ pub trait LayoutBuffer: Sized + Send {
     /// The 64-bit integers of a buffer made by [`from_words`](Self::from_words) (or any `i64`
     /// buffer); `None` for another element type.
     fn into_words(self) -> Option<Vec<i64>>;
-}
-
-/// Runs the same expression on the vector inside any variant.
-macro_rules! each {
-    ($buffer:expr, $values:ident => $body:expr) => {
-        match $buffer {
-            HostBuffer::F32($values) => $body,
-            HostBuffer::F64($values) => $body,
-            HostBuffer::F16($values) => $body,
-            HostBuffer::BF16($values) => $body,
-            HostBuffer::I32($values) => $body,
-            HostBuffer::I64($values) => $body,
-            HostBuffer::I8($values) => $body,
-            HostBuffer::U8($values) => $body,
-            HostBuffer::U32($values) => $body,
-            HostBuffer::U64($values) => $body,
-        }
-    };
 }
 
 /// Runs the same expression on the vectors inside two buffers of one type; `$other` otherwise.
