@@ -1,18 +1,23 @@
 //! The α–β (latency–bandwidth) model that prices a [`Plan`] from its own transfers, and so
 //! resolves [`Algorithm::Auto`](crate::Algorithm::Auto).
 //!
-//! A step costs `α + b/β`, where `b` is the bytes on the step's busiest link; a plan costs the sum
-//! of its steps (every step pays `α`: it is a synchronisation, even with little data). What a
+//! A step costs `α + γ·k + b/β`, where `b` is the bytes and `k` the transfers on the step's busiest
+//! link; a plan costs the sum of its steps (every step pays `α`: it is a synchronisation, even
+//! with little data). `γ`, the fixed cost of one transfer (a copy issued, a loop started), is 0
+//! unless a device sets it ([`LinkModel::with_transfer_cost`]): then, of two plans that move the
+//! same bytes in the same number of steps, the one with fewer, larger transfers is cheaper. What a
 //! "link" is depends on the machine, [`Links`]:
 //!
 //! - [`Links::PerRank`]: every rank has one port to the fabric, full duplex (a GPU's NVLink or
-//!   PCIe port). `b` is the most any one rank sends, or receives, in the step. One step of direct
+//!   PCIe port). `b` is the most any one rank sends, or receives, in the step, and `k` the most
+//!   transfers one rank sends or receives. One step of direct
 //!   all-reduce then costs `α + (W-1)·n·s/β` and the ring `2(W-1)·(α + n·s/(W·β))`: direct wins
 //!   for small messages, ring and halving-doubling for large ones.
 //! - [`Links::Shared`]: every transfer crosses one shared memory system (ranks simulated in host
 //!   memory). `b` is the step's total, plus the elements the step copies aside because it
 //!   overwrites their sender's buffer in the same step ([`Step::copied_aside`]): through one
-//!   memory system, that copy costs as much as a transfer. One step of direct all-reduce then
+//!   memory system, that copy costs as much as a transfer, so `k` counts every non-empty
+//!   transfer of the step and every range copied aside. One step of direct all-reduce then
 //!   moves `W·n` elements more than its transfers, which makes it lose to the ring and
 //!   halving-doubling from a few hundred bytes on a shared link.
 
@@ -30,11 +35,12 @@ pub enum Links {
 }
 
 /// The α–β link model: per-step latency `α` (seconds), bandwidth `β` (bytes per second) of the
-/// busiest link, and what a link is.
+/// busiest link, per-transfer cost `γ` (seconds, 0 by default), and what a link is.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct LinkModel {
     alpha: f64,
     beta: f64,
+    transfer_cost: f64,
     links: Links,
 }
 
@@ -48,6 +54,9 @@ pub enum LinkModelError {
     /// β is not positive, infinite or NaN.
     #[error("link bandwidth β must be finite and positive, got {0} B/s")]
     Bandwidth(f64),
+    /// γ is negative, infinite or NaN.
+    #[error("per-transfer cost γ must be finite and non-negative, got {0} s")]
+    TransferCost(f64),
 }
 
 impl Default for LinkModel {
@@ -56,6 +65,7 @@ impl Default for LinkModel {
         Self {
             alpha: 2e-6,
             beta: 24e9,
+            transfer_cost: 0.0,
             links: Links::PerRank,
         }
     }
@@ -63,7 +73,7 @@ impl Default for LinkModel {
 
 impl LinkModel {
     /// A model with per-step latency `alpha` seconds and bandwidth `beta` bytes per second on
-    /// each of `links`.
+    /// each of `links`, and no per-transfer cost.
     pub fn new(alpha: f64, beta: f64, links: Links) -> Result<Self, LinkModelError> {
         if !(alpha.is_finite() && alpha >= 0.0) {
             return Err(LinkModelError::Latency(alpha));
@@ -71,7 +81,33 @@ impl LinkModel {
         if !(beta.is_finite() && beta > 0.0) {
             return Err(LinkModelError::Bandwidth(beta));
         }
-        Ok(Self { alpha, beta, links })
+        Ok(Self {
+            alpha,
+            beta,
+            transfer_cost: 0.0,
+            links,
+        })
+    }
+
+    /// The same model with a fixed cost of `seconds` per transfer on the busiest link (`γ`).
+    ///
+    /// ```
+    /// use ruccl_core::{LinkModel, Links};
+    ///
+    /// let model = LinkModel::new(1e-6, 1e9, Links::Shared)?.with_transfer_cost(0.1e-6)?;
+    /// // One step, three transfers, a kilobyte: 1 µs + 3 · 0.1 µs + 1 µs.
+    /// assert!((model.step_time(3, 1000) - 2.3e-6).abs() < 1e-12);
+    /// assert!(model.with_transfer_cost(-1.0).is_err());
+    /// # Ok::<(), ruccl_core::LinkModelError>(())
+    /// ```
+    pub fn with_transfer_cost(self, seconds: f64) -> Result<Self, LinkModelError> {
+        if !(seconds.is_finite() && seconds >= 0.0) {
+            return Err(LinkModelError::TransferCost(seconds));
+        }
+        Ok(Self {
+            transfer_cost: seconds,
+            ..self
+        })
     }
 
     /// α, seconds per step.
@@ -84,14 +120,50 @@ impl LinkModel {
         self.beta
     }
 
+    /// γ, seconds per transfer on a link.
+    pub fn transfer_cost(&self) -> f64 {
+        self.transfer_cost
+    }
+
     /// What a link is.
     pub fn links(&self) -> Links {
         self.links
     }
 
-    /// The time of a step whose busiest link carries `bytes`: `α + bytes/β` seconds.
-    pub fn step_time(&self, bytes: u64) -> f64 {
-        self.alpha + bytes as f64 / self.beta
+    /// The time of a step whose busiest link carries `transfers` transfers and `bytes` bytes:
+    /// `α + γ·transfers + bytes/β` seconds.
+    pub fn step_time(&self, transfers: usize, bytes: u64) -> f64 {
+        self.alpha + self.transfer_cost * transfers as f64 + bytes as f64 / self.beta
+    }
+
+    /// The transfers on the busiest link of `step`, among `world` ranks (see [`Links`]): the
+    /// non-empty transfers and the ranges copied aside on a shared link, the most non-empty
+    /// transfers one rank sends or receives on per-rank links.
+    pub fn busiest_transfers(&self, step: &Step, world: usize) -> usize {
+        let moving = || {
+            step.transfers
+                .iter()
+                .filter(|transfer| !transfer.range.is_empty())
+        };
+        match self.links {
+            Links::Shared => {
+                let aside = step.overwritten_sources();
+                moving().count() + aside.iter().filter(|(_, range)| !range.is_empty()).count()
+            }
+            Links::PerRank => {
+                let mut sent = vec![0usize; world];
+                let mut received = vec![0usize; world];
+                for transfer in moving() {
+                    if let Some(count) = sent.get_mut(transfer.from) {
+                        *count += 1;
+                    }
+                    if let Some(count) = received.get_mut(transfer.to) {
+                        *count += 1;
+                    }
+                }
+                sent.into_iter().chain(received).max().unwrap_or(0)
+            }
+        }
     }
 
     /// The elements on the busiest link of `step`, among `world` ranks (see [`Links`]).
@@ -127,7 +199,12 @@ impl LinkModel {
             .iter()
             .map(|step| {
                 let elements = self.busiest_elements(step, plan.world());
-                self.step_time(elements.saturating_mul(element_size) as u64)
+                let transfers = if self.transfer_cost > 0.0 {
+                    self.busiest_transfers(step, plan.world())
+                } else {
+                    0
+                };
+                self.step_time(transfers, elements.saturating_mul(element_size) as u64)
             })
             .sum()
     }

@@ -224,6 +224,47 @@ fn a_shared_link_prices_the_step_total() {
 }
 
 #[test]
+fn a_transfer_cost_prefers_fewer_transfers_when_the_bytes_tie() {
+    // Reduce-scatter on a shared link: ring and direct make 56 transfers at W = 8,
+    // halving-doubling 8 per step over 3 steps; all three move the same bytes.
+    let collective = Collective::ReduceScatter(SUM);
+    let plain = LinkModel::new(0.0, 1e9, Links::Shared).unwrap();
+    let costly = plain.with_transfer_cost(1e-6).unwrap();
+    let input = TensorInfo {
+        len: 8 * 64,
+        element: ElementType::F32,
+    };
+    let plan = |algorithm| Plan::with_model(collective, algorithm, 8, input, &costly).unwrap();
+    let transfers = |plan: &Plan, model: &LinkModel| -> usize {
+        plan.steps()
+            .iter()
+            .map(|step| model.busiest_transfers(step, 8))
+            .sum()
+    };
+    assert_eq!(transfers(&plan(Algorithm::Ring), &costly), 56);
+    assert_eq!(transfers(&plan(Algorithm::Direct), &costly), 56);
+    assert_eq!(transfers(&plan(Algorithm::HalvingDoubling), &costly), 24);
+    // Per rank: one send and one receive per ring step, seven of each in direct's one step.
+    let per_rank = LinkModel::new(0.0, 1e9, Links::PerRank).unwrap();
+    assert_eq!(transfers(&plan(Algorithm::Ring), &per_rank), 7);
+    assert_eq!(transfers(&plan(Algorithm::Direct), &per_rank), 7);
+    // Without γ the tie goes to the earlier built-in algorithm; with it, to the fewest transfers.
+    let auto = |model: &LinkModel| {
+        Plan::with_model(collective, Algorithm::Auto, 8, input, model)
+            .unwrap()
+            .algorithm()
+    };
+    assert_eq!(auto(&plain), Algorithm::BUILT_IN[0]);
+    assert_eq!(auto(&costly), Algorithm::HalvingDoubling);
+    let ring = plan(Algorithm::Ring);
+    let step_bytes = 56 * 64 * 4;
+    assert!(
+        (costly.plan_time(&ring, 4) - (56e-6 + step_bytes as f64 / 1e9)).abs() < 1e-12,
+        "γ per transfer plus the bytes"
+    );
+}
+
+#[test]
 fn only_a_step_that_overwrites_its_own_sources_copies_them_aside() {
     for world in [2, 3, 4, 8] {
         for collective in collectives(world) {

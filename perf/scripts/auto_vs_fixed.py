@@ -26,7 +26,7 @@ for world in worlds:
         print("| size (B) | auto picks | auto (µs) | ring | direct | halving-doubling | auto / best fixed | auto's pick / best fixed |")
         print("|---:|---|---:|---:|---:|---:|---:|---:|", flush=True)
         for size in sizes:
-            n = 200 if size <= 65536 else (10 if size <= 1 << 20 else 3)
+            n = 200 if size <= 65536 else (20 if size <= 1 << 20 else 5)
             times = {alg: [] for alg in ALGS}; pick = None
             for r in range(rounds):
                 for alg in ALGS:

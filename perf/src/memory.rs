@@ -9,9 +9,10 @@ use std::fmt;
 
 /// Host copies of the larger of a rank's input and output that a measurement on the simulated
 /// device can hold at once: the pattern it is made from, the input (in place: also the working
-/// buffer), a working buffer (out of place), the output or a step's snapshot, and the download
-/// of the check.
-pub const SIM_COPIES: u64 = 5;
+/// buffer), a working buffer (out of place), the output or a step's snapshot, the download of
+/// the check, and an allocation the device keeps for reuse (its pool keeps what the last
+/// generations dropped, at most `ruccl_sim::DEFAULT_POOL_BYTES` in all).
+pub const SIM_COPIES: u64 = 6;
 
 /// Memory the tools keep for themselves and everything else, whatever the estimate.
 const RESERVE: u64 = 256 << 20;

@@ -283,7 +283,7 @@ fn sizes_that_cannot_fit_in_memory_are_refused_naming_both_figures() {
     let smallest = refused(&["-b", "16G", "-e", "16G", "--memory-limit", "1G"]);
     assert!(smallest.contains("-b 16G"), "{smallest}");
     assert!(
-        smallest.contains("needs an estimated 320.0 GiB over 4 ranks"),
+        smallest.contains("needs an estimated 384.0 GiB over 4 ranks"),
         "{smallest}"
     );
     assert!(

@@ -95,6 +95,19 @@ impl HostValues {
         self.len() == 0
     }
 
+    /// Remove every element, keeping the allocation.
+    pub(crate) fn clear(&mut self) {
+        with_values!(self, values => values.clear())
+    }
+
+    /// The bytes of the allocation behind the values (its capacity, not its length).
+    pub(crate) fn allocated_bytes(&self) -> usize {
+        fn bytes<T>(values: &Vec<T>) -> usize {
+            values.capacity() * size_of::<T>()
+        }
+        with_values!(self, values => bytes(values))
+    }
+
     /// Elements `range`, as values of the same type (`None` if the range is not inside).
     pub fn slice(&self, range: std::ops::Range<usize>) -> Option<HostValues> {
         Some(match self {

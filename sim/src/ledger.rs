@@ -18,6 +18,8 @@ pub struct LinkTraffic {
     pub to: usize,
     /// Elements sent.
     pub elements: usize,
+    /// Non-empty transfers that carried them.
+    pub transfers: usize,
 }
 
 /// The elements every link carried in one step.
@@ -30,23 +32,34 @@ pub struct StepTraffic {
     /// Elements the device copied aside before writing, because the step overwrites them on
     /// their sender ([`Step::copied_aside`]); memory traffic on a shared link, none on a link.
     pub copied_aside: usize,
+    /// The non-empty ranges those elements were copied aside in ([`Step::overwritten_sources`]).
+    pub ranges_aside: usize,
 }
 
 impl StepTraffic {
     /// The traffic of `step`: its transfers summed per link.
     pub fn of(step: &Step) -> Self {
-        let mut links: BTreeMap<(usize, usize), usize> = BTreeMap::new();
+        let mut links: BTreeMap<(usize, usize), (usize, usize)> = BTreeMap::new();
         for transfer in &step.transfers {
             if !transfer.range.is_empty() {
-                *links.entry((transfer.from, transfer.to)).or_default() += transfer.range.len();
+                let link = links.entry((transfer.from, transfer.to)).or_default();
+                link.0 += transfer.range.len();
+                link.1 += 1;
             }
         }
+        let aside = step.overwritten_sources();
         Self {
             combine: step.combine,
-            copied_aside: step.copied_aside(),
+            copied_aside: aside.iter().map(|(_, range)| range.len()).sum(),
+            ranges_aside: aside.iter().filter(|(_, range)| !range.is_empty()).count(),
             links: links
                 .into_iter()
-                .map(|((from, to), elements)| LinkTraffic { from, to, elements })
+                .map(|((from, to), (elements, transfers))| LinkTraffic {
+                    from,
+                    to,
+                    elements,
+                    transfers,
+                })
                 .collect(),
         }
     }
@@ -77,13 +90,25 @@ impl StepTraffic {
     /// The elements on the step's busiest link under `links` (see [`Links`]): the most any rank
     /// sent or received, or the step's total and its copies aside on a shared link.
     pub fn busiest_elements(&self, links: Links) -> usize {
+        self.busiest(links, |link| link.elements, self.copied_aside)
+    }
+
+    /// The transfers on the step's busiest link under `links`, as
+    /// [`LinkModel::busiest_transfers`] counts them.
+    pub fn busiest_transfers(&self, links: Links) -> usize {
+        self.busiest(links, |link| link.transfers, self.ranges_aside)
+    }
+
+    /// The busiest link's `count`: the step's total plus `aside` on a shared link, the most one
+    /// rank sends or receives otherwise.
+    fn busiest(&self, links: Links, count: impl Fn(&LinkTraffic) -> usize, aside: usize) -> usize {
         match links {
-            Links::Shared => self.total_elements() + self.copied_aside,
+            Links::Shared => self.links.iter().map(&count).sum::<usize>() + aside,
             _ => {
                 let mut per_rank: BTreeMap<usize, (usize, usize)> = BTreeMap::new();
                 for link in &self.links {
-                    per_rank.entry(link.from).or_default().0 += link.elements;
-                    per_rank.entry(link.to).or_default().1 += link.elements;
+                    per_rank.entry(link.from).or_default().0 += count(link);
+                    per_rank.entry(link.to).or_default().1 += count(link);
                 }
                 per_rank
                     .values()
@@ -175,7 +200,12 @@ impl GenerationTraffic {
         let size = self.element_type.size() as u64;
         self.steps
             .iter()
-            .map(|step| model.step_time(step.busiest_elements(model.links()) as u64 * size))
+            .map(|step| {
+                model.step_time(
+                    step.busiest_transfers(model.links()),
+                    step.busiest_elements(model.links()) as u64 * size,
+                )
+            })
             .sum()
     }
 }

@@ -50,8 +50,8 @@ pub mod trace;
 
 pub use cost::{LinkModel, LinkModelError, Links};
 pub use device::{
-    Census, DEFAULT_LEDGER_RETENTION, DoubleDrop, NotQuiescent, SimDevice, SimDeviceBuilder,
-    SimError, SimPrepared, SimTensor, SimWork, ValueCounts, ValueKind,
+    Census, DEFAULT_LEDGER_RETENTION, DEFAULT_POOL_BYTES, DoubleDrop, NotQuiescent, SimDevice,
+    SimDeviceBuilder, SimError, SimPrepared, SimTensor, SimWork, ValueCounts, ValueKind,
 };
 pub use fault::{FaultPlan, FaultSpec, FaultyDevice, FaultyError, FaultyTensor};
 pub use host::{ElementType, HostTensors, HostValues};

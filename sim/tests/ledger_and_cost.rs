@@ -202,7 +202,10 @@ fn close(a: f64, b: f64) -> bool {
 fn a_recorded_generation_is_priced_as_its_plan_on_every_kind_of_link() {
     let device = SimDevice::new();
     for links in [Links::PerRank, Links::Shared] {
-        let model = LinkModel::new(3e-6, 10e9, links).unwrap();
+        let model = LinkModel::new(3e-6, 10e9, links)
+            .unwrap()
+            .with_transfer_cost(0.4e-6)
+            .unwrap();
         for collective in [
             SUM,
             Collective::AllGather,
@@ -258,6 +261,10 @@ fn an_uneven_length_is_priced_by_its_largest_chunk() {
 #[test]
 fn a_link_model_rejects_meaningless_parameters() {
     let links = Links::PerRank;
+    let model = LinkModel::new(0.0, 1.0, links).unwrap();
+    for gamma in [-1e-6, f64::NAN, f64::INFINITY] {
+        assert!(model.with_transfer_cost(gamma).is_err(), "γ = {gamma}");
+    }
     assert!(LinkModel::new(-1.0, 1.0, links).is_err());
     assert!(LinkModel::new(f64::NAN, 1.0, links).is_err());
     assert!(LinkModel::new(0.0, 0.0, links).is_err());

@@ -385,6 +385,74 @@ fn an_all_gather_places_each_input_in_its_block() {
     assert_eq!(work.buffer(2), None);
 }
 
+#[test]
+fn a_buffer_built_in_a_reused_allocation_holds_no_earlier_values() {
+    // 64 Ki f32 per rank: large enough for the device to keep and reuse the allocations.
+    let length = 1 << 16;
+    let device = SimDevice::new();
+    let devices = vec![id(0), id(1)];
+    let plan = Plan::new(Collective::AllGather, Algorithm::Ring, 2, length).unwrap();
+    let gather = |fill: f32| {
+        let inputs = (0..2)
+            .map(|rank| prepared(&device, rank, HostValues::F32(vec![fill; length])))
+            .collect();
+        device.begin(&devices, inputs, &plan).unwrap()
+    };
+    let mut work = gather(7.0);
+    for step in plan.steps() {
+        device.exchange(&mut work, step).unwrap();
+    }
+    let outputs = device.finish(work, &plan).unwrap();
+    assert!(outputs.iter().all(|output| output.len() == 2 * length));
+    drop(outputs);
+    assert!(
+        device.pooled_bytes() >= 2 * 2 * length * 4,
+        "the outputs were kept"
+    );
+    // The next generation's buffers are the kept outputs, full of sevens: before any step, only
+    // each rank's own block may hold a value.
+    let kept = device.pooled_bytes();
+    let work = gather(1.0);
+    assert!(
+        device.pooled_bytes() < kept,
+        "the buffers came from the kept allocations"
+    );
+    for rank in 0..2 {
+        let Some(HostValues::F32(buffer)) = work.buffer(rank) else {
+            panic!("rank {rank} has an f32 buffer");
+        };
+        for (element, &value) in buffer.iter().enumerate() {
+            let own = element / length == rank;
+            assert_eq!(
+                value,
+                if own { 1.0 } else { 0.0 },
+                "rank {rank}, element {element}"
+            );
+        }
+    }
+    device.check_quiescent().unwrap_err();
+    drop(work);
+    device.check_quiescent().unwrap();
+}
+
+#[test]
+fn a_device_keeps_no_more_than_its_pool_allows() {
+    let length = 1 << 16;
+    let limit = 3 * length * 4;
+    for pool in [0, limit] {
+        let device = SimDevice::builder().pool_bytes(pool).build();
+        let tensors: Vec<_> = (0..8)
+            .map(|_| {
+                device
+                    .upload(id(0), &HostValues::F32(vec![1.0; length]))
+                    .unwrap()
+            })
+            .collect();
+        drop(tensors);
+        assert_eq!(device.pooled_bytes(), pool, "pool of {pool} bytes");
+    }
+}
+
 /// Run `collective` over `inputs` (one per rank) through a communicator, one thread per rank.
 fn run(inputs: Vec<HostValues>, collective: Collective) -> Vec<HostValues> {
     run_via(inputs, collective, Algorithm::Auto)

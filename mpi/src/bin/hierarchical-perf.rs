@@ -579,9 +579,12 @@ fn setup(runtime: MpiRuntime, options: &Options) -> Result<Bench, String> {
             Color::undefined()
         })
     };
+    // No ledger and no census: the tool reads neither, and each is a lock per generation or per
+    // value on the measured path.
     let device = SimDevice::builder()
         .threads(options.threads)
         .record_traffic(false)
+        .census(false)
         .build();
     let devices: Vec<DeviceId> = (0..options.local as u32).map(DeviceId::new).collect();
     let mut hierarchical_options = HierarchicalOptions::default();

@@ -86,15 +86,19 @@ pub fn using_device(rank: usize, device: usize, bus: u32, name: &str) -> String 
 
 /// The simulated device's link model `args` asks for, if it asks for one.
 pub fn sim_link_model(args: &BackendArgs) -> Result<Option<LinkModel>, CliError> {
-    if args.alpha_us.is_none() && args.beta_gbps.is_none() {
+    if args.alpha_us.is_none() && args.beta_gbps.is_none() && args.gamma_us.is_none() {
         return Ok(None);
     }
     let default = SimDevice::new().model();
     let alpha = args.alpha_us.map_or(default.alpha(), |us| us * 1e-6);
+    let gamma = args
+        .gamma_us
+        .map_or(default.transfer_cost(), |us| us * 1e-6);
     let beta = args.beta_gbps.map_or(default.beta(), |gbps| gbps * 1e9);
     LinkModel::new(alpha, beta, Links::Shared)
+        .and_then(|model| model.with_transfer_cost(gamma))
         .map(Some)
-        .map_err(|error| CliError::Usage(format!("--alpha-us/--beta-gbps: {error}")))
+        .map_err(|error| CliError::Usage(format!("--alpha-us/--gamma-us/--beta-gbps: {error}")))
 }
 
 /// Build the device `args` asks for, for `world` ranks (`None`: the backend's default), and run
@@ -109,9 +113,12 @@ pub fn run_on<C: OnDevice>(
             refuse_cuda_options(args)?;
             let model = sim_link_model(args)?;
             let build = |in_place: bool| {
+                // No census: the tool never reads it, and its shared registry would be one lock
+                // operation per value made or dropped on the measured path.
                 let mut builder = SimDevice::builder()
                     .in_place(in_place)
-                    .ledger_retention(Some(1));
+                    .ledger_retention(Some(1))
+                    .census(false);
                 if let Some(threads) = args.device_threads {
                     builder = builder.threads(threads as usize);
                 }
@@ -168,6 +175,7 @@ fn on_cuda<C: OnDevice>(
     let sim_only = [
         ("--device-threads", args.device_threads.is_some()),
         ("--alpha-us", args.alpha_us.is_some()),
+        ("--gamma-us", args.gamma_us.is_some()),
         ("--beta-gbps", args.beta_gbps.is_some()),
     ];
     if let Some((flag, _)) = sim_only.iter().find(|(_, given)| *given) {

@@ -349,6 +349,10 @@ pub struct BackendArgs {
     /// resolves with and `model` prices [default: the device's own]
     #[arg(long = "alpha-us", value_name = "US")]
     pub alpha_us: Option<f64>,
+    /// sim: the simulated device's link model γ, fixed cost per transfer (and per range copied
+    /// aside) in microseconds [default: the device's own]
+    #[arg(long = "gamma-us", value_name = "US")]
+    pub gamma_us: Option<f64>,
     /// sim: the simulated device's link model β, bandwidth of its shared link in GB/s
     /// (10^9 bytes per second) [default: the device's own]
     #[arg(long = "beta-gbps", value_name = "GBPS")]

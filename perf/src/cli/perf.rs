@@ -319,8 +319,9 @@ fn model_line(model: &LinkModel) -> String {
         _ => "one port per rank",
     };
     format!(
-        "link model (what auto resolves with; the model column): alpha {} us per step, beta {} GB/s, {links}",
+        "link model (what auto resolves with; the model column): alpha {} us per step, gamma {} us per transfer, beta {} GB/s, {links}",
         table::general(model.alpha() * 1e6),
+        table::general(model.transfer_cost() * 1e6),
         table::general(model.beta() / 1e9)
     )
 }

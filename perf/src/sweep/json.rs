@@ -7,7 +7,7 @@
 //! { "command": "all_reduce_perf", "device": "...", "world": 4, "algorithm": "auto",
 //!   "min_bytes": 8, "max_bytes": 134217728, "step": 4, "step_kind": "factor",
 //!   "iterations": 20, "warmup": 5, "checks": 1, "average": 1,
-//!   "link_model": { "alpha_us": 0.5, "beta_gbps": 4.0, "links": "shared" },
+//!   "link_model": { "alpha_us": 0.12, "gamma_us": 0.11, "beta_gbps": 24.0, "links": "shared" },
 //!   "rows": [ { "bytes": 8, "count": 2, "type": "float", "redop": "sum", "root": -1,
 //!               "out_of_place": { "time_us": 9.1, "algbw_gbps": 0.0, "busbw_gbps": 0.0, "wrong": 0 },
 //!               "in_place": { ... }, "algorithm": "direct", "traffic_ratio": 1.0,
@@ -26,8 +26,23 @@ use serde_json::Value;
 #[derive(Serialize)]
 struct LinkModelJson {
     alpha_us: f64,
+    gamma_us: f64,
     beta_gbps: f64,
     links: &'static str,
+}
+
+impl LinkModelJson {
+    fn of(model: &LinkModel) -> Self {
+        Self {
+            alpha_us: model.alpha() * 1e6,
+            gamma_us: model.transfer_cost() * 1e6,
+            beta_gbps: model.beta() / 1e9,
+            links: match model.links() {
+                Links::Shared => "shared",
+                _ => "per-rank",
+            },
+        }
+    }
 }
 
 #[derive(Serialize)]
@@ -72,15 +87,7 @@ struct HeadJson<'a> {
 
 /// The `link_model` object of a document.
 pub fn link_model_json(model: &LinkModel) -> Value {
-    serde_json::to_value(LinkModelJson {
-        alpha_us: model.alpha() * 1e6,
-        beta_gbps: model.beta() / 1e9,
-        links: match model.links() {
-            Links::Shared => "shared",
-            _ => "per-rank",
-        },
-    })
-    .unwrap_or(Value::Null)
+    serde_json::to_value(LinkModelJson::of(model)).unwrap_or(Value::Null)
 }
 
 /// The document's head, up to and including the opening of `rows`.
@@ -102,14 +109,7 @@ pub fn head(config: &SweepConfig, device: &str, model: &LinkModel) -> String {
         warmup: config.warmup,
         checks: config.checks,
         average: config.average.code(),
-        link_model: LinkModelJson {
-            alpha_us: model.alpha() * 1e6,
-            beta_gbps: model.beta() / 1e9,
-            links: match model.links() {
-                Links::Shared => "shared",
-                _ => "per-rank",
-            },
-        },
+        link_model: LinkModelJson::of(model),
     };
     let text = serde_json::to_string_pretty(&head).unwrap_or_else(|_| "{".to_owned());
     // Reopen the object to append the rows.

@@ -19,19 +19,19 @@ use std::fmt;
     clippy::disallowed_types,
     reason = "harness bookkeeping, kept out of the checkers' state space (module docs)"
 )]
-mod books {
-    pub(super) type Shared<T> = std::sync::Arc<std::sync::Mutex<T>>;
+pub(super) mod books {
+    pub(in crate::device) type Shared<T> = std::sync::Arc<std::sync::Mutex<T>>;
 
     /// The books, locked; a panic elsewhere while they were held cannot leave them inconsistent
     /// (every update is one step), so poisoning is ignored.
-    pub(super) fn lock<T>(shared: &Shared<T>) -> std::sync::MutexGuard<'_, T> {
+    pub(in crate::device) fn lock<T>(shared: &Shared<T>) -> std::sync::MutexGuard<'_, T> {
         shared
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// New shared books.
-    pub(super) fn share<T>(value: T) -> Shared<T> {
+    pub(in crate::device) fn share<T>(value: T) -> Shared<T> {
         std::sync::Arc::new(std::sync::Mutex::new(value))
     }
 }

@@ -10,6 +10,7 @@ use super::elements::Element;
 use super::error::SimError;
 use super::kernels::{Kernel, map_in_place};
 use super::parallel;
+use super::pool::Pool;
 use super::step::{Source, StepLayout, WriteKind};
 use super::{SimPrepared, SimTensor};
 use crate::host::{ElementType, HostValues};
@@ -51,45 +52,55 @@ macro_rules! with_buffers {
 
 impl Memory {
     /// The buffers of a generation of `plan` over `inputs` (checked: one per rank, all of
-    /// `element_type` and the plan's input length). In place when `in_place` allows it.
+    /// `element_type` and the plan's input length). In place when `in_place` allows it; fresh
+    /// buffers come from `pool`, and inputs copied out of go back to it.
     pub(crate) fn new(
         element_type: ElementType,
         inputs: Vec<SimPrepared>,
         plan: &Plan,
         in_place: bool,
+        pool: &Pool,
     ) -> Result<Self, SimError> {
         Ok(match element_type {
-            ElementType::F32 => Memory::F32(buffers(inputs, plan, in_place)?),
-            ElementType::F64 => Memory::F64(buffers(inputs, plan, in_place)?),
-            ElementType::F16 => Memory::F16(buffers(inputs, plan, in_place)?),
-            ElementType::BF16 => Memory::BF16(buffers(inputs, plan, in_place)?),
-            ElementType::I32 => Memory::I32(buffers(inputs, plan, in_place)?),
-            ElementType::I64 => Memory::I64(buffers(inputs, plan, in_place)?),
-            ElementType::I8 => Memory::I8(buffers(inputs, plan, in_place)?),
-            ElementType::U8 => Memory::U8(buffers(inputs, plan, in_place)?),
-            ElementType::U32 => Memory::U32(buffers(inputs, plan, in_place)?),
-            ElementType::U64 => Memory::U64(buffers(inputs, plan, in_place)?),
+            ElementType::F32 => Memory::F32(buffers(inputs, plan, in_place, pool)?),
+            ElementType::F64 => Memory::F64(buffers(inputs, plan, in_place, pool)?),
+            ElementType::F16 => Memory::F16(buffers(inputs, plan, in_place, pool)?),
+            ElementType::BF16 => Memory::BF16(buffers(inputs, plan, in_place, pool)?),
+            ElementType::I32 => Memory::I32(buffers(inputs, plan, in_place, pool)?),
+            ElementType::I64 => Memory::I64(buffers(inputs, plan, in_place, pool)?),
+            ElementType::I8 => Memory::I8(buffers(inputs, plan, in_place, pool)?),
+            ElementType::U8 => Memory::U8(buffers(inputs, plan, in_place, pool)?),
+            ElementType::U32 => Memory::U32(buffers(inputs, plan, in_place, pool)?),
+            ElementType::U64 => Memory::U64(buffers(inputs, plan, in_place, pool)?),
             other => return Err(SimError::UnsupportedType(other)),
         })
     }
 
-    /// Apply one checked step; `combining` is the operation a combining step folds with.
-    pub(crate) fn step(&mut self, layout: &StepLayout, combining: ReduceOperation, threads: usize) {
-        with_buffers!(self, buffers => step(buffers, layout, combining, threads));
+    /// Apply one checked step; `combining` is the operation a combining step folds with. Copies
+    /// aside and scratch come from `pool` and go back to it.
+    pub(crate) fn step(
+        &mut self,
+        layout: &StepLayout,
+        combining: ReduceOperation,
+        threads: usize,
+        pool: &Pool,
+    ) {
+        with_buffers!(self, buffers => step(buffers, layout, combining, threads, pool));
     }
 
     /// Hand over rank `r`'s `plan.output(r)` range on `devices[r]`, each divided by `divide_by`
-    /// if given (the `Mean` scaling), counted in `census`.
+    /// if given (the `Mean` scaling), counted in `census`; an output cut from a larger buffer is
+    /// a copy from `pool`, and the buffer goes back to it.
     pub(crate) fn into_outputs(
         self,
         devices: &[DeviceId],
         plan: &Plan,
         divide_by: Option<usize>,
         threads: usize,
-        census: Option<&Registry>,
+        keeping: Keeping<'_>,
     ) -> Vec<SimTensor> {
         with_buffers!(self, buffers => {
-            into_outputs(buffers, devices, plan, divide_by, threads, census)
+            into_outputs(buffers, devices, plan, divide_by, threads, keeping)
         })
     }
 
@@ -105,6 +116,7 @@ fn buffers<T: Stored>(
     inputs: Vec<SimPrepared>,
     plan: &Plan,
     in_place: bool,
+    pool: &Pool,
 ) -> Result<Vec<Vec<T>>, SimError> {
     let buffer_len = plan.buffer_len();
     inputs
@@ -123,8 +135,9 @@ fn buffers<T: Stored>(
             if in_place && placement == 0 && values.len() == buffer_len {
                 return Ok(values);
             }
-            let mut buffer = T::zeroed(buffer_len);
-            buffer[placement..placement + values.len()].copy_from_slice(&values);
+            // `validate::begin` checked the placement and length fit the buffer.
+            let buffer = pool.placed(buffer_len, placement, &values);
+            pool.give(values);
             Ok(buffer)
         })
         .collect()
@@ -135,12 +148,15 @@ fn step<T: Stored>(
     layout: &StepLayout,
     combining: ReduceOperation,
     threads: usize,
+    pool: &Pool,
 ) {
     match combining {
-        ReduceOperation::Sum | ReduceOperation::Mean => apply(buffers, layout, T::sum, threads),
-        ReduceOperation::Product => apply(buffers, layout, T::product, threads),
-        ReduceOperation::Min => apply(buffers, layout, T::min, threads),
-        ReduceOperation::Max => apply(buffers, layout, T::max, threads),
+        ReduceOperation::Sum | ReduceOperation::Mean => {
+            apply(buffers, layout, T::sum, threads, pool)
+        }
+        ReduceOperation::Product => apply(buffers, layout, T::product, threads, pool),
+        ReduceOperation::Min => apply(buffers, layout, T::min, threads, pool),
+        ReduceOperation::Max => apply(buffers, layout, T::max, threads, pool),
     }
 }
 
@@ -152,14 +168,20 @@ fn apply<T: Stored, F: Fn(T, T) -> T + Copy + Sync>(
     layout: &StepLayout,
     op: F,
     threads: usize,
+    pool: &Pool,
 ) {
     let copies: Vec<Vec<T>> = layout
         .snapshots
         .iter()
-        .map(|(rank, range)| buffers[*rank][range.clone()].to_vec())
+        .map(|(rank, range)| pool.copied(&buffers[*rank][range.clone()]))
         .collect();
     let run = |kernel: Kernel<'_, T>| {
-        parallel::run_pieces(vec![kernel], size_of::<T>(), threads, |piece| piece.run(op));
+        if parallel::worth(kernel.len(), size_of::<T>(), threads) <= 1 {
+            // One thread's worth: run it here, without the list the splitter takes.
+            kernel.run(op);
+        } else {
+            parallel::run_pieces(vec![kernel], size_of::<T>(), threads, |piece| piece.run(op));
+        }
     };
     let mut scratch: Vec<T> = Vec::new();
     for write in &layout.writes {
@@ -218,6 +240,19 @@ fn apply<T: Stored, F: Fn(T, T) -> T + Copy + Sync>(
         }
         buffers[write.to] = target;
     }
+    copies
+        .into_iter()
+        .chain([scratch])
+        .for_each(|kept| pool.give(kept));
+}
+
+/// Where the values a generation hands out are counted and go back to when dropped.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Keeping<'a> {
+    /// The device's census, if it keeps one.
+    pub(crate) census: Option<&'a Registry>,
+    /// The device's pool.
+    pub(crate) pool: &'a Pool,
 }
 
 fn into_outputs<T: Stored>(
@@ -226,7 +261,7 @@ fn into_outputs<T: Stored>(
     plan: &Plan,
     divide_by: Option<usize>,
     threads: usize,
-    census: Option<&Registry>,
+    keeping: Keeping<'_>,
 ) -> Vec<SimTensor> {
     let mut outputs: Vec<Vec<T>> = buffers
         .into_iter()
@@ -236,7 +271,9 @@ fn into_outputs<T: Stored>(
             if range == (0..buffer.len()) {
                 buffer
             } else {
-                buffer[range].to_vec()
+                let output = keeping.pool.copied(&buffer[range]);
+                keeping.pool.give(buffer);
+                output
             }
         })
         .collect();
@@ -249,7 +286,7 @@ fn into_outputs<T: Stored>(
     outputs
         .into_iter()
         .zip(devices)
-        .map(|(values, &device)| SimTensor::counted(device, T::wrap(values), census))
+        .map(|(values, &device)| SimTensor::counted(device, T::wrap(values), keeping))
         .collect()
 }
 

@@ -10,6 +10,7 @@
 //! | `memory.rs`    | the per-rank working buffers of one generation                |
 //! | `kernels.rs`   | the fused element loops                                      |
 //! | `parallel.rs`  | splitting a call's loops across cores (not under checkers)   |
+//! | `pool.rs`      | the caching allocator: large allocations reused, bounded     |
 //! | `elements.rs`  | element arithmetic, `Mean` scaling and its rounding          |
 //! | `census.rs`    | [`Census`]: the live values per kind, double drops           |
 //!
@@ -18,7 +19,8 @@
 //! A plan that works in place (all-reduce, reduce-scatter, broadcast) runs in the inputs' own
 //! allocations: `begin` copies nothing. A step copies aside only the sources it also writes
 //! (none in a ring step), and each write is one fused loop (copy; or fold: read two, write one),
-//! split across cores when it is large.
+//! split across cores when it is large. Fresh buffers, copies aside and uploads reuse large
+//! allocations the device is done with (`pool.rs`), so a steady run touches no fresh pages.
 
 mod census;
 mod elements;
@@ -26,6 +28,7 @@ mod error;
 mod kernels;
 mod memory;
 mod parallel;
+mod pool;
 mod step;
 mod tensor;
 mod validate;
@@ -37,7 +40,8 @@ pub use tensor::{SimPrepared, SimTensor};
 use crate::host::{ElementType, HostTensors, HostValues};
 use crate::ledger::{GenerationTraffic, Ledger, StepTraffic};
 use census::{Registry, Token};
-use memory::Memory;
+use memory::{Keeping, Memory};
+use pool::Pool;
 use ruccl_core::{
     Collective, DeviceId, LinkModel, Links, NativeCollectiveDevice, Plan, ReduceOperation, Step,
     TensorInfo,
@@ -46,6 +50,10 @@ use step::StepLayout;
 
 /// How many generations a device's ledger keeps unless told otherwise.
 pub const DEFAULT_LEDGER_RETENTION: usize = 4096;
+
+/// How many bytes of allocations a device keeps for reuse unless told otherwise
+/// ([`SimDeviceBuilder::pool_bytes`]).
+pub const DEFAULT_POOL_BYTES: usize = 256 << 20;
 
 /// A simulated device: every rank's working buffer is a host buffer owned by its [`DeviceId`],
 /// and every method checks the executor contract instead of trusting the caller.
@@ -105,15 +113,27 @@ pub const DEFAULT_LEDGER_RETENTION: usize = 4096;
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 ///
-/// Clones share the ledger and the census. The shared state is behind locks from [`ruccl_core::sync`], so the
-/// device runs unchanged under loom and shuttle (create it inside the model there); under those
-/// checkers it never spawns threads.
+/// ## Memory
+///
+/// Host memory fresh from the system costs a page fault per page on first touch, which on a VM
+/// costs more than copying the page. Like a GPU framework's caching allocator, the device keeps
+/// the large allocations it is done with — inputs it copied out of, buffers it cut outputs
+/// from, copies aside, and the tensors it made once they are dropped — up to
+/// [`DEFAULT_POOL_BYTES`] ([`SimDeviceBuilder::pool_bytes`]), and builds the next buffers in
+/// them.
+///
+/// Clones share the ledger, the census and the kept allocations. The ledger is behind a lock from
+/// [`ruccl_core::sync`] (the census and the kept allocations are harness bookkeeping behind std's,
+/// outside the checkers' view), so the device runs unchanged under loom and shuttle (create it
+/// inside the model there); under those checkers it never spawns threads.
 #[derive(Clone, Debug)]
 pub struct SimDevice {
     config: Config,
     ledger: Ledger,
     /// `None` when the device was built without a census.
     census: Option<Registry>,
+    /// Large allocations kept for reuse.
+    pool: Pool,
 }
 
 /// The device's fixed settings.
@@ -154,6 +174,7 @@ impl SimDevice {
             in_place: true,
             model: None,
             census: true,
+            pool_bytes: DEFAULT_POOL_BYTES,
         }
     }
 
@@ -198,23 +219,42 @@ impl SimDevice {
         self.census().quiescent()
     }
 
+    /// Bytes of allocations kept for reuse now (at most the builder's
+    /// [`pool_bytes`](SimDeviceBuilder::pool_bytes)).
+    pub fn pooled_bytes(&self) -> usize {
+        self.pool.kept_bytes()
+    }
+
     fn token(&self, kind: ValueKind) -> Option<Token> {
         self.census.as_ref().map(|census| census.token(kind))
+    }
+
+    fn keeping(&self) -> Keeping<'_> {
+        Keeping {
+            census: self.census.as_ref(),
+            pool: &self.pool,
+        }
     }
 }
 
 /// The simulated machine's model: every transfer crosses one host memory system, so a step's
-/// cost is its total bytes ([`Links::Shared`]); α is the per-step cost of the device's own
-/// bookkeeping, β the host's copy bandwidth. Measured on a 2-vCPU VM with the perf tool
-/// (`sim/PERF.md`).
+/// cost is its total bytes and transfers ([`Links::Shared`]); α is the per-step cost of the
+/// device's own bookkeeping, γ the fixed cost of one transfer or range copied aside (a loop
+/// started, a layout entry), β the host's copy bandwidth. Fitted to the device alone on one
+/// thread of a 2-vCPU VM by `cargo bench -p ruccl-sim --bench device_model` (`sim/PERF.md`,
+/// "Calibrating the device's model"): every built-in plan × W = 2, 4, 8 × 4 B … 1 MiB.
 fn default_model() -> LinkModel {
-    LinkModel::new(SIM_ALPHA_SECONDS, SIM_BETA_BYTES_PER_SECOND, Links::Shared).unwrap_or_default()
+    LinkModel::new(SIM_ALPHA_SECONDS, SIM_BETA_BYTES_PER_SECOND, Links::Shared)
+        .and_then(|model| model.with_transfer_cost(SIM_TRANSFER_SECONDS))
+        .unwrap_or_default()
 }
 
 /// α of the default simulated machine, seconds per step.
-const SIM_ALPHA_SECONDS: f64 = 0.5e-6;
+const SIM_ALPHA_SECONDS: f64 = 0.12e-6;
+/// γ of the default simulated machine, seconds per transfer or range copied aside.
+const SIM_TRANSFER_SECONDS: f64 = 0.11e-6;
 /// β of the default simulated machine, bytes per second over all transfers of a step.
-const SIM_BETA_BYTES_PER_SECOND: f64 = 4e9;
+const SIM_BETA_BYTES_PER_SECOND: f64 = 24e9;
 
 /// Settings for a [`SimDevice`].
 #[derive(Clone, Debug)]
@@ -226,6 +266,7 @@ pub struct SimDeviceBuilder {
     in_place: bool,
     model: Option<LinkModel>,
     census: bool,
+    pool_bytes: usize,
 }
 
 impl SimDeviceBuilder {
@@ -281,6 +322,13 @@ impl SimDeviceBuilder {
         self
     }
 
+    /// How many bytes of large allocations (64 KiB and up) the device keeps for reuse;
+    /// [`DEFAULT_POOL_BYTES`] by default, 0 keeps none. The oldest is freed first.
+    pub fn pool_bytes(mut self, bytes: usize) -> Self {
+        self.pool_bytes = bytes;
+        self
+    }
+
     /// The device.
     pub fn build(self) -> SimDevice {
         let threads = if ruccl_core::sync::CHECKED {
@@ -300,6 +348,7 @@ impl SimDeviceBuilder {
             },
             ledger: Ledger::new(self.retention),
             census: self.census.then(Registry::new),
+            pool: Pool::new(self.pool_bytes),
         }
     }
 }
@@ -402,7 +451,7 @@ impl NativeCollectiveDevice for SimDevice {
                 });
             }
         }
-        let memory = Memory::new(element_type, inputs, plan, self.config.in_place)?;
+        let memory = Memory::new(element_type, inputs, plan, self.config.in_place, &self.pool)?;
         Ok(SimWork {
             devices: devices.to_vec(),
             collective: plan.collective(),
@@ -421,7 +470,8 @@ impl NativeCollectiveDevice for SimDevice {
             .collective
             .operation()
             .map_or(ReduceOperation::Sum, ReduceOperation::combining);
-        work.memory.step(&layout, combining, self.config.threads);
+        work.memory
+            .step(&layout, combining, self.config.threads, &self.pool);
         if self.config.record_traffic {
             work.steps.push(StepTraffic::of(step));
         }
@@ -458,7 +508,7 @@ impl NativeCollectiveDevice for SimDevice {
             plan,
             divide_by,
             self.config.threads,
-            self.census.as_ref(),
+            self.keeping(),
         );
         if self.config.record_traffic {
             self.ledger.record(GenerationTraffic {
@@ -483,8 +533,8 @@ impl HostTensors for SimDevice {
     fn upload(&self, device: DeviceId, values: &HostValues) -> Result<SimTensor, SimError> {
         Ok(SimTensor::counted(
             device,
-            values.clone(),
-            self.census.as_ref(),
+            self.pool.copied_values(values),
+            self.keeping(),
         ))
     }
 

@@ -1,6 +1,8 @@
 //! [`SimTensor`] and [`SimPrepared`]: the simulated device's values.
 
 use super::census::{Registry, Token, ValueKind};
+use super::memory::Keeping;
+use super::pool::Pool;
 use crate::host::{ElementType, HostValues};
 use ruccl_core::DeviceId;
 
@@ -9,12 +11,27 @@ use ruccl_core::DeviceId;
 /// A tensor the device made (by `upload`, or as an output of `finish`) is counted in the
 /// device's [census](crate::SimDevice::census) until it is dropped; one made with
 /// [`SimTensor::new`] outside the device is not. A clone is a new tensor (counted if the
-/// original was). Equality compares the device and the elements.
+/// original was). Equality compares the device and the elements. When a tensor the device made
+/// is dropped, its allocation goes back to the device's pool for reuse (see
+/// [`SimDeviceBuilder::pool_bytes`](crate::SimDeviceBuilder::pool_bytes)).
 #[derive(Clone, Debug)]
 pub struct SimTensor {
     device: DeviceId,
     values: HostValues,
     token: Option<Token>,
+    /// Where the allocation goes when the tensor is dropped; `None` for one made outside.
+    pool: Option<Pool>,
+}
+
+impl Drop for SimTensor {
+    fn drop(&mut self) {
+        if let Some(pool) = &self.pool {
+            pool.give_values(std::mem::replace(
+                &mut self.values,
+                HostValues::F32(Vec::new()),
+            ));
+        }
+    }
 }
 
 impl PartialEq for SimTensor {
@@ -31,15 +48,18 @@ impl SimTensor {
             device,
             values,
             token: None,
+            pool: None,
         }
     }
 
-    /// A tensor the device made, counted in `census` (if it keeps one).
-    pub(crate) fn counted(device: DeviceId, values: HostValues, census: Option<&Registry>) -> Self {
+    /// A tensor the device made, counted in its census (if it keeps one), its allocation given
+    /// back to its pool when dropped.
+    pub(crate) fn counted(device: DeviceId, values: HostValues, keeping: Keeping<'_>) -> Self {
         Self {
             device,
             values,
-            token: census.map(|census| census.token(ValueKind::Tensor)),
+            token: keeping.census.map(|census| census.token(ValueKind::Tensor)),
+            pool: Some(keeping.pool.clone()),
         }
     }
 
@@ -73,9 +93,9 @@ impl SimTensor {
         self.token.is_some()
     }
 
-    /// The elements, consuming the tensor.
-    pub fn into_values(self) -> HostValues {
-        self.values
+    /// The elements, consuming the tensor (their allocation leaves the device's pool's reach).
+    pub fn into_values(mut self) -> HostValues {
+        std::mem::replace(&mut self.values, HostValues::F32(Vec::new()))
     }
 }
 
