@@ -2,19 +2,25 @@
 //!
 //! Memory fresh from the operating system costs a page fault per page on first touch, and a
 //! large allocation freed goes back to it: on the 2-vCPU VM of `sim/PERF.md` an all-gather of
-//! 256 KiB per rank at W = 4, whose outputs were fresh allocations, took 3.5 ms on the device
-//! alone, 70 times its 64 KiB time per byte (`cargo bench -p ruccl-sim --bench device_model`).
-//! Like a GPU framework's caching allocator, the device keeps the large allocations it is done
-//! with — inputs it copied out of, buffers it cut outputs from, copies aside, and the tensors it
-//! made once they are dropped — and hands them out again.
+//! 1 MiB per rank at W = 4, whose outputs were fresh allocations, took 9 ms on the device alone,
+//! 1.1–1.5 ms with this pool (`cargo bench -p ruccl-sim --bench device_model`). Like a GPU
+//! framework's caching allocator, the device keeps the large allocations it is done with —
+//! inputs it copied out of, buffers it cut outputs from, copies aside, and the tensors it made
+//! once they are dropped — and hands them out again.
 //!
-//! Bounds: only allocations of at least [`MIN_POOLED_BYTES`] are kept (smaller ones are cheap
-//! from `malloc`, and would add a lock to the small-message path); at most the pool's limit in
-//! all, the oldest given back first; a request takes the smallest kept allocation that holds it
-//! and is at most twice its size, so a small tensor never pins a large allocation; a request
-//! that finds none frees the kept ones of its type too small for it (a sweep to larger sizes
-//! leaves nothing behind); and an allocation not taken again within [`HORIZON`] of the pool's
-//! operations is freed.
+//! Bounds, each a lesson of `sim/PERF.md` ("Kept allocations"):
+//!
+//! - only allocations of at least [`MIN_POOLED_BYTES`] (smaller ones are cheap from `malloc`,
+//!   and would add a lock to the small-message path);
+//! - at most the pool's limit in all, the oldest freed first, and at most
+//!   [`MAX_KEPT_PER_SIZE`] of one type and size;
+//! - a request takes the smallest kept allocation that holds it and is at most twice its size,
+//!   so a small tensor never pins a large allocation; one that finds none frees the kept ones of
+//!   its type too small for it (a sweep to larger sizes leaves nothing behind);
+//! - an allocation not taken within [`HORIZON`] of the pool's operations is freed, and nothing
+//!   is kept while no request came within the last [`HORIZON`]: memory only given back (a
+//!   caller whose buffers come from elsewhere) goes straight back to the system allocator,
+//!   which can then reuse it for that caller.
 //!
 //! The shelf is harness bookkeeping behind std's lock, like the census's books (see there for
 //! why not the facade's): a checker never sees it, and the sizes models use are below
@@ -27,6 +33,10 @@ use std::collections::BTreeMap;
 
 /// The smallest allocation the pool keeps, in bytes.
 pub(crate) const MIN_POOLED_BYTES: usize = 64 << 10;
+
+/// How many allocations of one type and size the pool keeps at once: two generations' outputs
+/// at W = 8.
+const MAX_KEPT_PER_SIZE: usize = 16;
 
 /// How many of the pool's operations (requests and allocations given back) a kept allocation
 /// survives without being taken: a few generations' worth. What is not in rotation is freed, so
@@ -50,6 +60,8 @@ struct Shelf {
     ages: BTreeMap<u64, (usize, usize, u64)>,
     /// The next age to give.
     next_age: u64,
+    /// `next_age` at the last request for an allocation of at least [`MIN_POOLED_BYTES`].
+    last_request: u64,
     /// Σ allocated bytes of `kept`; at most `limit`.
     bytes: usize,
     limit: usize,
@@ -96,6 +108,7 @@ impl Pool {
                     kept: BTreeMap::new(),
                     ages: BTreeMap::new(),
                     next_age: 0,
+                    last_request: 0,
                     bytes: 0,
                     limit,
                 })
@@ -119,6 +132,7 @@ impl Pool {
         let kind = type_key(T::TYPE);
         let mut shelf = books::lock(shelf);
         let expired = shelf.tick();
+        shelf.last_request = shelf.next_age;
         // The smallest kept allocation of this type that holds `wanted` bytes.
         let best = shelf
             .kept
@@ -205,9 +219,17 @@ impl Pool {
         {
             let mut shelf = books::lock(shelf);
             evicted = shelf.tick();
-            if bytes > shelf.limit {
+            let kind = type_key(values.element_type());
+            let alike = shelf
+                .kept
+                .range((kind, bytes, 0)..=(kind, bytes, u64::MAX))
+                .count();
+            // Nobody asked for a large allocation lately: keeping this one would only hold it
+            // back from the system allocator.
+            let unasked = shelf.next_age - shelf.last_request > HORIZON;
+            if bytes > shelf.limit || alike >= MAX_KEPT_PER_SIZE || unasked {
                 drop(shelf);
-                drop(evicted);
+                drop((evicted, values));
                 return;
             }
             while shelf.bytes + bytes > shelf.limit {
@@ -216,7 +238,7 @@ impl Pool {
                 };
                 evicted.extend(shelf.remove(oldest));
             }
-            let key = (type_key(values.element_type()), bytes, shelf.next_age);
+            let key = (kind, bytes, shelf.next_age);
             shelf.bytes += bytes;
             shelf.ages.insert(key.2, key);
             shelf.kept.insert(key, values);
@@ -294,6 +316,31 @@ mod tests {
             drop(other);
         }
         assert_eq!(pool.kept_bytes(), 0);
+    }
+
+    #[test]
+    fn allocations_of_one_size_beyond_the_cap_are_freed_at_once() {
+        let pool = Pool::new(1 << 30);
+        for _ in 0..super::MAX_KEPT_PER_SIZE + 3 {
+            pool.give(vec![0f32; LARGE]);
+        }
+        assert_eq!(
+            pool.kept_bytes(),
+            super::MAX_KEPT_PER_SIZE * MIN_POOLED_BYTES
+        );
+    }
+
+    #[test]
+    fn a_pool_nobody_asks_keeps_nothing() {
+        let pool = Pool::new(1 << 30);
+        for _ in 0..2 * super::HORIZON {
+            pool.give(vec![0f32; LARGE]);
+            pool.give(vec![0i32; LARGE]);
+        }
+        assert_eq!(pool.kept_bytes(), 0);
+        let asked: Vec<f32> = pool.copied(&[1.0; LARGE]);
+        pool.give(asked);
+        assert_eq!(pool.kept_bytes(), MIN_POOLED_BYTES, "kept again once asked");
     }
 
     #[test]
