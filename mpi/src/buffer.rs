@@ -75,8 +75,8 @@ impl HostBuffer {
     /// A buffer of `len` zeros of this buffer's element type.
     pub fn zeros_like(&self, len: usize) -> Self {
         each!(self, values => {
-            let mut zeros = values.clone();
-            zeros.clear();
+            // An empty vector of the same element type; nothing of `values` is copied.
+            let mut zeros = values[..0].to_vec();
             zeros.resize(len, Default::default());
             zeros.into()
         })
