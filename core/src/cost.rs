@@ -140,55 +140,51 @@ impl LinkModel {
     /// non-empty transfers and the ranges copied aside on a shared link, the most non-empty
     /// transfers one rank sends or receives on per-rank links.
     pub fn busiest_transfers(&self, step: &Step, world: usize) -> usize {
-        let moving = || {
-            step.transfers
-                .iter()
-                .filter(|transfer| !transfer.range.is_empty())
-        };
-        match self.links {
-            Links::Shared => {
-                let aside = step.overwritten_sources();
-                moving().count() + aside.iter().filter(|(_, range)| !range.is_empty()).count()
-            }
-            Links::PerRank => {
-                let mut sent = vec![0usize; world];
-                let mut received = vec![0usize; world];
-                for transfer in moving() {
-                    if let Some(count) = sent.get_mut(transfer.from) {
-                        *count += 1;
-                    }
-                    if let Some(count) = received.get_mut(transfer.to) {
-                        *count += 1;
-                    }
-                }
-                sent.into_iter().chain(received).max().unwrap_or(0)
-            }
-        }
+        self.busiest(step, world).0
     }
 
     /// The elements on the busiest link of `step`, among `world` ranks (see [`Links`]).
     pub fn busiest_elements(&self, step: &Step, world: usize) -> usize {
+        self.busiest(step, world).1
+    }
+
+    /// `(transfers, elements)` on the busiest link of `step`: on per-rank links each is the most
+    /// one rank sends or receives (not necessarily the same rank's).
+    fn busiest(&self, step: &Step, world: usize) -> (usize, usize) {
+        let moving = step
+            .transfers
+            .iter()
+            .filter(|transfer| !transfer.range.is_empty());
         match self.links {
             Links::Shared => {
-                let moved: usize = step
-                    .transfers
-                    .iter()
-                    .map(|transfer| transfer.range.len())
-                    .sum();
-                moved + step.copied_aside()
+                let aside = step.overwritten_sources();
+                let ranges = moving
+                    .map(|transfer| &transfer.range)
+                    .chain(aside.iter().map(|(_, range)| range))
+                    .filter(|range| !range.is_empty());
+                ranges.fold((0, 0), |(transfers, elements), range| {
+                    (transfers + 1, elements + range.len())
+                })
             }
             Links::PerRank => {
-                let mut sent = vec![0usize; world];
-                let mut received = vec![0usize; world];
-                for transfer in &step.transfers {
-                    if let Some(count) = sent.get_mut(transfer.from) {
-                        *count += transfer.range.len();
-                    }
-                    if let Some(count) = received.get_mut(transfer.to) {
-                        *count += transfer.range.len();
+                // Per rank: (transfers, elements) sent, then received.
+                let mut sent = vec![(0usize, 0usize); world];
+                let mut received = vec![(0usize, 0usize); world];
+                for transfer in moving {
+                    let len = transfer.range.len();
+                    for (tally, rank) in [(&mut sent, transfer.from), (&mut received, transfer.to)]
+                    {
+                        if let Some((count, elements)) = tally.get_mut(rank) {
+                            *count += 1;
+                            *elements += len;
+                        }
                     }
                 }
-                sent.into_iter().chain(received).max().unwrap_or(0)
+                let all = || sent.iter().chain(&received);
+                (
+                    all().map(|&(count, _)| count).max().unwrap_or(0),
+                    all().map(|&(_, elements)| elements).max().unwrap_or(0),
+                )
             }
         }
     }
@@ -198,12 +194,7 @@ impl LinkModel {
         plan.steps()
             .iter()
             .map(|step| {
-                let elements = self.busiest_elements(step, plan.world());
-                let transfers = if self.transfer_cost > 0.0 {
-                    self.busiest_transfers(step, plan.world())
-                } else {
-                    0
-                };
+                let (transfers, elements) = self.busiest(step, plan.world());
                 self.step_time(transfers, elements.saturating_mul(element_size) as u64)
             })
             .sum()
