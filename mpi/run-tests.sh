@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# ruccl-mpi's tests: fmt and clippy, the unit tests, the multi-process scenarios under
+# ruccl-mpi's tests: fmt and clippy (also without the `sim` feature, checking ruccl-sim then
+# stays out of the normal dependencies), the unit tests, the multi-process scenarios under
 # `mpirun -np 2` and `-np 3` — the inter-process engine's (every scenario on a non-blocking and on
 # a blocking communicator) and the hierarchical communicator's (uneven local rank counts: 2 + 1,
 # 1 + 2 + 1) —, the process-death check, and smoke runs of both perf tools. Needs Open MPI and libclang
@@ -24,6 +25,13 @@ mpirun_bounded() { timeout -k 10 "$limit" mpirun "${mpirun_flags[@]}" "$@"; }
 step "cargo fmt --check, clippy (all targets, -D warnings)"
 cargo fmt --check
 cargo clippy --all-targets -- -D warnings
+
+step "without the sim feature: builds lint-clean, and ruccl-sim is not among the normal dependencies"
+cargo clippy --no-default-features --all-targets -- -D warnings
+if cargo tree --no-default-features -e normal | grep -q ruccl-sim; then
+  echo "ruccl-sim is a normal dependency without the sim feature" >&2
+  exit 1
+fi
 
 step "docs"
 RUSTDOCFLAGS="-D warnings" cargo doc --no-deps

@@ -3,6 +3,7 @@
 
 use half::{bf16, f16};
 use ruccl_core::ElementType;
+#[cfg(feature = "sim")]
 use ruccl_sim::HostValues;
 use std::ffi::c_void;
 
@@ -257,7 +258,8 @@ from_vec!(
 );
 
 /// The simulated device's host values are the same vectors: moved, not copied. A type added to
-/// the simulated device after this crate is handed back.
+/// the simulated device after this crate is handed back. (Feature `sim`.)
+#[cfg(feature = "sim")]
 impl TryFrom<HostValues> for HostBuffer {
     type Error = HostValues;
 
@@ -278,7 +280,8 @@ impl TryFrom<HostValues> for HostBuffer {
     }
 }
 
-/// The inverse of `TryFrom<HostValues>`: moved, not copied.
+/// The inverse of `TryFrom<HostValues>`: moved, not copied. (Feature `sim`.)
+#[cfg(feature = "sim")]
 impl From<HostBuffer> for HostValues {
     fn from(buffer: HostBuffer) -> Self {
         match buffer {
@@ -323,6 +326,7 @@ mod tests {
         assert_eq!(buffer, HostBuffer::U8(vec![0]));
     }
 
+    #[cfg(feature = "sim")]
     #[test]
     fn every_host_value_type_moves_into_a_buffer_and_back() {
         for element in ElementType::ALL {

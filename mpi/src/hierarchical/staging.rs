@@ -3,10 +3,12 @@
 //! cutting and gluing between the local phases and the inter-process step).
 //!
 //! Both are small on purpose: they are all a GPU pair (a CUDA device, NCCL's device buffers)
-//! has to provide to slot in; the simulated device and MPI's [`HostBuffer`] implement them here.
+//! has to provide to slot in; MPI's [`HostBuffer`] implements them here, and so do the simulated
+//! device and its fault decorator with the `sim` feature (on by default).
 
 use crate::buffer::{HostBuffer, each};
 use ruccl_core::{DeviceId, ElementType, NativeCollectiveDevice, TensorInfo};
+#[cfg(feature = "sim")]
 use ruccl_sim::{FaultyDevice, FaultyError, FaultyTensor, SimDevice, SimError, SimTensor};
 use std::ops::Range;
 
@@ -28,6 +30,7 @@ pub trait StagingDevice<B>: NativeCollectiveDevice {
 
 /// The simulated device keeps its tensors in host memory: staging moves the vector, it never
 /// copies.
+#[cfg(feature = "sim")]
 impl StagingDevice<HostBuffer> for SimDevice {
     fn tensor_info(&self, tensor: &SimTensor) -> TensorInfo {
         TensorInfo {
@@ -48,6 +51,7 @@ impl StagingDevice<HostBuffer> for SimDevice {
 
 /// The fault decorator stages through the device it wraps. A tensor armed to panic when dropped
 /// (a `drop:what=output` fault) panics as `stage_out` takes its contents, as a device's would.
+#[cfg(feature = "sim")]
 impl<D: StagingDevice<B>, B> StagingDevice<B> for FaultyDevice<D> {
     fn tensor_info(&self, tensor: &FaultyTensor<D::Tensor>) -> TensorInfo {
         match tensor.get() {
@@ -235,6 +239,7 @@ mod tests {
         assert_eq!(buffer, HostBuffer::I64(vec![1]));
     }
 
+    #[cfg(feature = "sim")]
     #[test]
     fn staging_the_simulated_device_moves_the_vector() {
         let device = SimDevice::new();

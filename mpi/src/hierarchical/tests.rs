@@ -1,7 +1,9 @@
 //! The hierarchical communicator in one process, on an engine of one process (no MPI): every
 //! collective against the core's own communicator over the same ranks, the fault sites, local
 //! timeouts and refusals. The job-wide behaviour (several processes, uneven local rank counts)
-//! is tested under `mpirun` by `tests/hierarchical.rs`.
+//! is tested under `mpirun` by `tests/hierarchical.rs`. They run on the simulated device: with
+//! the `sim` feature only.
+#![cfg(feature = "sim")]
 
 use super::*;
 use crate::buffer::HostBuffer;
