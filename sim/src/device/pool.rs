@@ -3,7 +3,7 @@
 //! Memory fresh from the operating system costs a page fault per page on first touch, and a
 //! large allocation freed goes back to it: on the 2-vCPU VM of `sim/PERF.md` an all-gather of
 //! 1 MiB per rank at W = 4, whose outputs were fresh allocations, took 9 ms on the device alone,
-//! 1.1–1.5 ms with this pool (`cargo bench -p ruccl-sim --bench device_model`). Like a GPU
+//! 1.4–1.6 ms with this pool (`cargo bench -p ruccl-sim --bench device_model`). Like a GPU
 //! framework's caching allocator, the device keeps the large allocations it is done with —
 //! inputs it copied out of, buffers it cut outputs from, copies aside, and the tensors it made
 //! once they are dropped — and hands them out again.
