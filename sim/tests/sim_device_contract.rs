@@ -277,6 +277,53 @@ fn two_senders_into_one_element_are_allowed_in_a_combining_step_only() {
 }
 
 #[test]
+fn a_step_is_checked_again_when_it_differs_from_the_last_generations() {
+    // The device reuses the layout of a step equal to the one the last generation ran at the
+    // same position; anything else is checked afresh, however alike.
+    let device = SimDevice::new();
+    let devices = vec![id(0), id(1), id(2)];
+    let plan = all_reduce_plan(ReduceOperation::Sum, 3, 2);
+    let begin = || {
+        let inputs = (0..3)
+            .map(|rank| prepared(&device, rank, HostValues::I32(vec![rank as i32 + 1; 2])))
+            .collect();
+        device.begin(&devices, inputs, &plan).unwrap()
+    };
+    let both = vec![transfer(0, 1, 0..2), transfer(2, 1, 0..2)];
+    let combining = Step {
+        combine: true,
+        transfers: both.clone(),
+    };
+    for _ in 0..2 {
+        let mut work = begin();
+        device.exchange(&mut work, &combining).unwrap();
+        assert_eq!(work.buffer(1), Some(HostValues::I32(vec![6, 6])));
+        device.finish(work, &plan).unwrap();
+    }
+    let overwriting = Step {
+        combine: false,
+        transfers: both,
+    };
+    let mut work = begin();
+    assert_eq!(
+        device.exchange(&mut work, &overwriting).unwrap_err(),
+        SimError::DoubleWrite {
+            rank: 1,
+            element: 0
+        }
+    );
+    let past_the_end = Step {
+        combine: true,
+        transfers: vec![transfer(0, 1, 0..3)],
+    };
+    let mut work = begin();
+    assert!(matches!(
+        device.exchange(&mut work, &past_the_end).unwrap_err(),
+        SimError::RangeOutOfBounds { .. }
+    ));
+}
+
+#[test]
 fn finish_refuses_another_plan_than_begin() {
     let device = SimDevice::new();
     let (devices, inputs) = two_ranks(&device);

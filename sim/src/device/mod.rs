@@ -7,6 +7,7 @@
 //! | `error.rs`     | [`SimError`], one variant per contract violation             |
 //! | `validate.rs`  | the checks `begin` runs before touching data                 |
 //! | `step.rs`      | a step checked and laid out: snapshots, copies, folds        |
+//! | `layouts.rs`   | the last generation's laid-out steps, reused when repeated   |
 //! | `memory.rs`    | the per-rank working buffers of one generation                |
 //! | `kernels.rs`   | the fused element loops                                      |
 //! | `parallel.rs`  | splitting a call's loops across cores (not under checkers)   |
@@ -19,13 +20,15 @@
 //! A plan that works in place (all-reduce, reduce-scatter, broadcast) runs in the inputs' own
 //! allocations: `begin` copies nothing. A step copies aside only the sources it also writes
 //! (none in a ring step), and each write is one fused loop (copy; or fold: read two, write one),
-//! split across cores when it is large. Fresh buffers, copies aside and uploads reuse large
+//! split across cores when it is large. A step equal to the one the last generation ran at the
+//! same position reuses its checked layout (`layouts.rs`). Fresh buffers, copies aside and uploads reuse large
 //! allocations the device is done with (`pool.rs`), so a steady run touches no fresh pages.
 
 mod census;
 mod elements;
 mod error;
 mod kernels;
+mod layouts;
 mod memory;
 mod parallel;
 mod pool;
@@ -40,13 +43,13 @@ pub use tensor::{SimPrepared, SimTensor};
 use crate::host::{ElementType, HostTensors, HostValues};
 use crate::ledger::{GenerationTraffic, Ledger, StepTraffic};
 use census::{Registry, Token};
+use layouts::{Cursor, Layouts};
 use memory::{Keeping, Memory};
 use pool::Pool;
 use ruccl_core::{
     Collective, DeviceId, LinkModel, Links, NativeCollectiveDevice, Plan, ReduceOperation, Step,
     TensorInfo,
 };
-use step::StepLayout;
 
 /// How many generations a device's ledger keeps unless told otherwise.
 pub const DEFAULT_LEDGER_RETENTION: usize = 4096;
@@ -134,6 +137,8 @@ pub struct SimDevice {
     census: Option<Registry>,
     /// Large allocations kept for reuse.
     pool: Pool,
+    /// The last generation's steps, checked and laid out.
+    layouts: Layouts,
 }
 
 /// The device's fixed settings.
@@ -240,9 +245,12 @@ impl SimDevice {
 /// The simulated machine's model: every transfer crosses one host memory system, so a step's
 /// cost is its total bytes and transfers ([`Links::Shared`]); α is the per-step cost of the
 /// device's own bookkeeping, γ the fixed cost of one transfer or range copied aside (a loop
-/// started, a layout entry), β the host's copy bandwidth. Fitted to the device alone on one
+/// started, a step laid out), β the host's copy bandwidth. Fitted to the device alone on one
 /// thread of a 2-vCPU VM by `cargo bench -p ruccl-sim --bench device_model` (`sim/PERF.md`,
-/// "Calibrating the device's model"): every built-in plan × W = 2, 4, 8 × 4 B … 1 MiB.
+/// "Calibrating the device's model"): every built-in plan × W = 2, 4, 8 × 4 B … 1 MiB. Since
+/// the device reuses its laid-out steps the same bench fits smaller α and γ; adopting them made
+/// `Auto` worse through the rendezvous, so these stay (`sim/PERF.md`, "The simulated device's
+/// small-message path").
 fn default_model() -> LinkModel {
     LinkModel::new(SIM_ALPHA_SECONDS, SIM_BETA_BYTES_PER_SECOND, Links::Shared)
         .and_then(|model| model.with_transfer_cost(SIM_TRANSFER_SECONDS))
@@ -349,6 +357,7 @@ impl SimDeviceBuilder {
             ledger: Ledger::new(self.retention),
             census: self.census.then(Registry::new),
             pool: Pool::new(self.pool_bytes),
+            layouts: Layouts::default(),
         }
     }
 }
@@ -376,6 +385,8 @@ pub struct SimWork {
     buffer_len: usize,
     memory: Memory,
     steps: Vec<StepTraffic>,
+    /// Where the generation is in its steps, and the last generation's to reuse.
+    cursor: Cursor,
     /// The work's entry in the census.
     _token: Option<Token>,
 }
@@ -460,20 +471,22 @@ impl NativeCollectiveDevice for SimDevice {
             buffer_len: plan.buffer_len(),
             memory,
             steps: Vec::with_capacity(plan.steps().len()),
+            cursor: self.layouts.start(),
             _token: self.token(ValueKind::Work),
         })
     }
 
     fn exchange(&self, work: &mut SimWork, step: &Step) -> Result<(), SimError> {
-        let layout = StepLayout::new(step, work.world(), work.buffer_len)?;
+        let world = work.world();
+        let laid_out = work.cursor.next(step, world, work.buffer_len)?;
         let combining = work
             .collective
             .operation()
             .map_or(ReduceOperation::Sum, ReduceOperation::combining);
         work.memory
-            .step(&layout, combining, self.config.threads, &self.pool);
+            .step(&laid_out.layout, combining, self.config.threads, &self.pool);
         if self.config.record_traffic {
-            work.steps.push(StepTraffic::of(step));
+            work.steps.push(laid_out.traffic.clone());
         }
         Ok(())
     }
@@ -499,8 +512,10 @@ impl NativeCollectiveDevice for SimDevice {
             input_len,
             memory,
             steps,
+            cursor,
             ..
         } = work;
+        self.layouts.finish(cursor);
         let mean = collective.operation() == Some(ReduceOperation::Mean);
         let divide_by = mean.then_some(devices.len());
         let outputs = memory.into_outputs(
