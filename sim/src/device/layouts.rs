@@ -73,6 +73,7 @@ impl Layouts {
     /// Keep the steps of a generation that finished, if any of them was laid out afresh.
     pub(crate) fn finish(&self, cursor: Cursor) {
         if let Some(renewed) = cursor.renewed {
+            // The lock is released at the end of the statement; the old steps are freed after.
             let previous = std::mem::replace(&mut *books::lock(&self.last), Arc::new(renewed));
             drop(previous);
         }
