@@ -14,6 +14,12 @@
 //! behind std's lock, like the census's books: a checker never sees it, and a race between two
 //! communicators sharing a device only costs a miss.
 
+#![allow(
+    clippy::disallowed_types,
+    reason = "harness bookkeeping like the census's books: its `Arc`s are std's, shared only \
+              through the books' lock, and kept out of the checkers' state space"
+)]
+
 use super::census::books;
 use super::error::SimError;
 use super::step::StepLayout;
