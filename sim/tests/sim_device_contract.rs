@@ -234,17 +234,19 @@ fn exchange_refuses_every_malformed_step_and_leaves_the_work_untouched() {
     assert_eq!(outputs[1].values(), &HostValues::I64(vec![10, 20, 30, 40]));
 }
 
+/// Begin `plan` on three ranks whose inputs are `[r + 1; 2]`.
+fn begin_three_ranks(device: &SimDevice, plan: &Plan) -> SimWork {
+    let inputs = (0..3)
+        .map(|rank| prepared(device, rank, HostValues::I32(vec![rank as i32 + 1; 2])))
+        .collect();
+    device.begin(&[id(0), id(1), id(2)], inputs, plan).unwrap()
+}
+
 #[test]
 fn two_senders_into_one_element_are_allowed_in_a_combining_step_only() {
     let device = SimDevice::new();
-    let devices = vec![id(0), id(1), id(2)];
     let plan = all_reduce_plan(ReduceOperation::Sum, 3, 2);
-    let begin = || {
-        let inputs = (0..3)
-            .map(|rank| prepared(&device, rank, HostValues::I32(vec![rank as i32 + 1; 2])))
-            .collect();
-        device.begin(&devices, inputs, &plan).unwrap()
-    };
+    let begin = || begin_three_ranks(&device, &plan);
     let both = vec![transfer(0, 1, 0..2), transfer(2, 1, 0..2)];
     let mut work = begin();
     device
@@ -281,14 +283,8 @@ fn a_step_is_checked_again_when_it_differs_from_the_last_generations() {
     // The device reuses the layout of a step equal to the one the last generation ran at the
     // same position; anything else is checked afresh, however alike.
     let device = SimDevice::new();
-    let devices = vec![id(0), id(1), id(2)];
     let plan = all_reduce_plan(ReduceOperation::Sum, 3, 2);
-    let begin = || {
-        let inputs = (0..3)
-            .map(|rank| prepared(&device, rank, HostValues::I32(vec![rank as i32 + 1; 2])))
-            .collect();
-        device.begin(&devices, inputs, &plan).unwrap()
-    };
+    let begin = || begin_three_ranks(&device, &plan);
     let both = vec![transfer(0, 1, 0..2), transfer(2, 1, 0..2)];
     let combining = Step {
         combine: true,
