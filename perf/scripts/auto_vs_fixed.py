@@ -1,43 +1,74 @@
 #!/usr/bin/env python3
 """Auto against each fixed algorithm, per collective, world and size (perf/PERF.md).
 
-Usage: python3 perf/scripts/auto_vs_fixed.py 4,8 all-reduce,reduce-scatter,all-gather,broadcast 3
-(worlds, collectives, interleaved rounds) from the workspace root, after
-`cargo build --release -p ruccl-perf`; prints one Markdown table per collective and world.
+Usage: python3 perf/scripts/auto_vs_fixed.py 2,4,8 all-reduce,reduce-scatter,all-gather,broadcast 5
+(worlds, collectives, runs) from the workspace root, after `cargo build --release -p ruccl-perf`;
+prints one Markdown table per collective and world, then how many cells are within 1.10.
+
+Every algorithm is measured in the same process, in turn at every size (`-A auto,ring,…`, the
+order rotated from run to run), so a ratio compares times taken under the same conditions; each
+of the runs is a fresh process. The best
+fixed algorithm of a cell is the one with the least median time over the runs; the cell reports
+the median, over the runs, of each run's own ratio of auto to it. `auto / its pick` measures the one
+schedule auto resolved to twice in the same run: the method's own noise.
 """
-import json, sys, subprocess, os
+import json, os, statistics, subprocess, sys
+
 BIN = os.environ.get("RUCCL_PERF", "target/release/ruccl-perf")
-ALGS = ["auto", "ring", "direct", "halving-doubling"]
-def one(coll, world, alg, size, n):
-    args = [BIN, coll + "-perf", "-g", str(world), "-A", alg, "-b", str(size), "-e", str(size),
-            "-n", str(n), "-w", "1", "-c", "0", "--json"]
+FIXED = ["ring", "direct", "halving-doubling"]
+# (smallest, largest, timed iterations): a measurement takes a few ms or more (the time per
+# collective is a mean over the iterations), so that a larger size gets fewer.
+BANDS = [(4, 65536, 2000), (1 << 18, 1 << 18, 200), (1 << 20, 1 << 20, 60),
+         (4 << 20, 4 << 20, 30), (16 << 20, 16 << 20, 12)]
+
+
+def run(coll, world, lo, hi, n, turn):
+    """One process: every algorithm in turn at every size, the order rotated by `turn` so that no
+    algorithm is always measured first; {(lo, k): {asked: (bytes, time, resolved)}} for the k-th
+    size from `lo` (sizes that round to the same bytes stay apart)."""
+    algs = ["auto"] + [a for a in FIXED if a != "halving-doubling" or world & (world - 1) == 0]
+    order = algs[turn % len(algs):] + algs[:turn % len(algs)]
+    args = [BIN, coll + "-perf", "-g", str(world), "-A", ",".join(order), "-b", str(lo),
+            "-e", str(hi), "-f", "4", "-n", str(n), "-w", "5", "-c", "0", "--json"]
     out = subprocess.run(args, capture_output=True, text=True)
     if out.returncode != 0:
-        print("FAILED", args, out.stderr, file=sys.stderr); return None
-    row = json.loads(out.stdout)["rows"][0]
-    return row["in_place"]["time_us"], row["algorithm"]
+        sys.exit(f"FAILED {' '.join(args)}\n{out.stderr}")
+    cells, seen = {}, {}
+    for row in json.loads(out.stdout)["rows"]:
+        k = seen[row["asked"]] = seen.get(row["asked"], -1) + 1
+        cells.setdefault((lo, k), {})[row["asked"]] = (row["bytes"], row["in_place"]["time_us"], row["algorithm"])
+    return cells
+
+
 worlds = [int(w) for w in sys.argv[1].split(",")]
 colls = sys.argv[2].split(",")
-rounds = int(sys.argv[3]) if len(sys.argv) > 3 else 3
-sizes = [4 * 4**k for k in range(12)]  # 4 B .. 16 MiB
+runs = int(sys.argv[3]) if len(sys.argv) > 3 else 3
+within = total = 0
 for world in worlds:
     for coll in colls:
-        print(f"\n#### {coll}, W = {world} (in place, best of {rounds} interleaved runs; load {os.getloadavg()[0]:.1f})\n", flush=True)
-        print("| size (B) | auto picks | auto (µs) | ring | direct | halving-doubling | auto / best fixed | auto's pick / best fixed |")
+        print(f"\n#### {coll}, W = {world} (in place, median of {runs} runs; load {os.getloadavg()[0]:.1f})\n", flush=True)
+        print("| size (B) | auto picks | auto (µs) | ring | direct | halving-doubling | auto / best fixed | auto / its pick |")
         print("|---:|---|---:|---:|---:|---:|---:|---:|", flush=True)
-        for size in sizes:
-            n = 200 if size <= 65536 else (20 if size <= 1 << 20 else 5)
-            times = {alg: [] for alg in ALGS}; pick = None
-            for r in range(rounds):
-                for alg in ALGS:
-                    got = one(coll, world, alg, size, n)
-                    if got:
-                        times[alg].append(got[0])
-                        if alg == "auto": pick = got[1]
-            # The best of the rounds: load only ever adds time.
-            med = {alg: min(v) for alg, v in times.items() if v}
-            fixed = {a: med[a] for a in ALGS[1:] if a in med}
-            best = min(fixed.values())
-            cells = " | ".join(f"{med[a]:.2f}" if a in med else "-" for a in ALGS[1:])
-            picked = fixed.get(pick, float('nan'))
-            print(f"| {size} | {pick} | {med['auto']:.2f} | {cells} | {med['auto']/best:.2f} | {picked/best:.2f} |", flush=True)
+        measured = [{} for _ in range(runs)]
+        for r in range(runs):
+            for lo, hi, n in BANDS:
+                measured[r].update(run(coll, world, lo, hi, n, r))
+        for key in sorted(measured[0]):
+            per_run = [{a: (t, p) for a, (_, t, p) in m[key].items()} for m in measured if key in m]
+            size = measured[0][key]["auto"][0]
+            picks = {cell["auto"][1] for cell in per_run}
+            times = {a: [cell[a][0] for cell in per_run if a in cell] for a in ["auto"] + FIXED}
+            med = {a: statistics.median(v) for a, v in times.items() if v}
+            # The best fixed algorithm is the one with the least median time; each run is then
+            # compared with it, in that run (a minimum over noisy columns per run would favour
+            # whichever column was luckiest).
+            best = min((a for a in FIXED if a in med), key=med.get)
+            ratio = [cell["auto"][0] / cell[best][0] for cell in per_run]
+            noise = [cell["auto"][0] / cell[cell["auto"][1]][0] for cell in per_run]
+            r = statistics.median(ratio)
+            total += 1
+            within += r <= 1.10
+            cols = " | ".join(f"{med[a]:.2f}" if a in med else "-" for a in FIXED)
+            print(f"| {size} | {'/'.join(sorted(picks))} | {med['auto']:.2f} | {cols} | "
+                  f"{r:.2f} | {statistics.median(noise):.2f} |", flush=True)
+print(f"\nauto within 1.10 of the best fixed algorithm (median of the runs' ratios): {within} of {total} cells")

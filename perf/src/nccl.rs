@@ -182,6 +182,7 @@ impl NcclBaseline {
             root: -1,
             out_of_place: placements[0],
             in_place: placements[1],
+            asked: None,
             algorithm: None,
             traffic_ratio: None,
             model_us: plan.map(|plan| model.plan_time(&plan, element_type.size()) * 1e6),

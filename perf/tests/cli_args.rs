@@ -71,7 +71,10 @@ fn no_arguments_is_the_default_sweep() {
     assert_eq!(args.operations, None, "sum");
     assert_eq!(args.element_types.0, [ElementType::F32]);
     assert_eq!((args.iterations, args.warmup, args.checks), (20, 5, 1));
-    assert_eq!((args.average, args.algorithm), (1, Algorithm::Auto));
+    assert_eq!(
+        (args.average, &args.algorithms.0[..]),
+        (1, &[Algorithm::Auto][..])
+    );
     assert_eq!(args.root, None);
     assert_eq!(args.backend.backend, Backend::Sim);
     assert!(!args.output.json);
@@ -122,7 +125,10 @@ fn nccl_tests_flags_mean_what_they_mean_there() {
     assert_eq!(long.max_bytes.0, 1 << 30);
     assert_eq!(long.world, Some(2));
     assert_eq!(long.operations.unwrap().0, [ReduceOperation::Mean]);
-    assert_eq!((long.average, long.algorithm), (0, Algorithm::Ring));
+    assert_eq!(
+        (long.average, &long.algorithms.0[..]),
+        (0, &[Algorithm::Ring][..])
+    );
     assert_eq!(long.root, Some(Roots::One(1)));
 }
 
@@ -157,10 +163,25 @@ fn algorithms_and_roots_parse_by_name() {
         ("halving-doubling", Algorithm::HalvingDoubling),
         ("hd", Algorithm::HalvingDoubling),
     ] {
-        assert_eq!(perf(&["-A", text]).algorithm, algorithm, "{text}");
+        assert_eq!(perf(&["-A", text]).algorithms.0, [algorithm], "{text}");
         assert_eq!(run(&["-A", text]).algorithm, algorithm, "{text}");
     }
     assert!(error(&["-A", "tree"]).contains("unknown algorithm `tree`"));
+    // A sweep takes a list, in the order given without repeats, or all.
+    assert_eq!(
+        perf(&["-A", "direct,ring,direct"]).algorithms.0,
+        [Algorithm::Direct, Algorithm::Ring]
+    );
+    assert_eq!(
+        perf(&["-A", "all"]).algorithms.0,
+        [
+            Algorithm::Auto,
+            Algorithm::Ring,
+            Algorithm::Direct,
+            Algorithm::HalvingDoubling
+        ]
+    );
+    assert!(error(&["-A", "ring,tree"]).contains("unknown algorithm `tree`"));
     let roots = |text: &str| match parse(&["broadcast-perf", "-r", text]).unwrap() {
         Command::BroadcastPerf(args) => args.root,
         _ => None,
@@ -535,6 +556,54 @@ fn the_sweeps_follow_the_flags() {
     ));
     let unchecked = perf(&["-g", "65", "-c", "0"]);
     assert!(sweep_configs(&ALL_REDUCE, &unchecked, 65).is_ok());
+}
+
+#[test]
+fn several_algorithms_make_sweeps_that_differ_only_in_their_algorithm() {
+    let algorithms = |args: &[&str], world| -> Vec<Algorithm> {
+        sweep_configs(&ALL_REDUCE, &perf(args), world)
+            .unwrap()
+            .iter()
+            .map(|config| config.algorithm)
+            .collect()
+    };
+    // Innermost: each type's sweeps are consecutive and interleave with each other only.
+    let configs =
+        sweep_configs(&ALL_REDUCE, &perf(&["-A", "ring,auto", "-d", "f32,f64"]), 4).unwrap();
+    let shape: Vec<(ElementType, Algorithm)> = configs
+        .iter()
+        .map(|config| (config.element_type, config.algorithm))
+        .collect();
+    assert_eq!(
+        shape,
+        [
+            (ElementType::F32, Algorithm::Ring),
+            (ElementType::F32, Algorithm::Auto),
+            (ElementType::F64, Algorithm::Ring),
+            (ElementType::F64, Algorithm::Auto),
+        ]
+    );
+    assert!(configs[0].interleaves_with(&configs[1]));
+    assert!(!configs[1].interleaves_with(&configs[2]));
+    // `all` leaves out what the world cannot run, and says so; a list that names it is refused.
+    assert_eq!(
+        algorithms(&["-A", "all"], 3),
+        [Algorithm::Auto, Algorithm::Ring, Algorithm::Direct]
+    );
+    assert_eq!(algorithms(&["-A", "all"], 4).len(), 4);
+    assert!(refused(&["-A", "ring,hd", "-g", "3"]).contains("power-of-two"));
+    let (verdict, text) = {
+        let mut out = Vec::new();
+        let command = parse(&["-A", "all", "-g", "3", "-b", "4", "-e", "4", "-n", "1"]).unwrap();
+        let verdict = execute(command, &mut out, false).unwrap();
+        (verdict, String::from_utf8(out).unwrap())
+    };
+    assert_eq!(verdict, ruccl_perf::cli::Verdict::Passed);
+    assert!(
+        text.contains("# -A all: halving-doubling skipped, 3 ranks are not a power of two"),
+        "{text}"
+    );
+    assert!(text.contains("algorithm auto,ring,direct\n"), "{text}");
 }
 
 #[test]

@@ -90,7 +90,8 @@ fn the_table_has_nccl_tests_columns_both_groups_and_one_row_per_size() {
             "#wrong",
             "algorithm",
             "traffic",
-            "model"
+            "model",
+            "asked"
         ]
     );
     assert!(text.contains("# Out of bounds values : 0 OK"), "{text}");
@@ -101,7 +102,7 @@ fn the_table_has_nccl_tests_columns_both_groups_and_one_row_per_size() {
     let sizes: Vec<&str> = rows.iter().map(|row| row[0]).collect();
     assert_eq!(sizes, ["8", "64", "512", "4096", "32768"]);
     for row in &rows {
-        assert_eq!(row.len(), 16, "{row:?}");
+        assert_eq!(row.len(), 17, "{row:?}");
         let bytes: usize = row[0].parse().unwrap();
         assert_eq!(row[1].parse::<usize>().unwrap(), bytes / 4);
         assert_eq!((row[2], row[3], row[4]), ("float", "sum", "-1"));
@@ -115,7 +116,63 @@ fn the_table_has_nccl_tests_columns_both_groups_and_one_row_per_size() {
         );
         let ratio: f64 = row[14].parse().unwrap();
         assert!(ratio >= 1.0, "{row:?}");
+        assert_eq!(row[16], "auto", "{row:?}");
     }
+}
+
+#[test]
+fn several_algorithms_take_turns_at_every_size_in_one_table() {
+    let (verdict, text) = ruccl_perf(&[
+        "reduce-scatter-perf",
+        "-A",
+        "direct,auto,ring",
+        "-b",
+        "64",
+        "-e",
+        "4K",
+        "-f",
+        "8",
+        "-g",
+        "4",
+        "-n",
+        "2",
+        "-w",
+        "1",
+    ]);
+    assert_eq!(verdict, Verdict::Passed);
+    assert!(
+        text.lines()
+            .next()
+            .unwrap()
+            .ends_with(", algorithm direct,auto,ring"),
+        "{text}"
+    );
+    let rows = rows(&text);
+    let shape: Vec<(&str, &str)> = rows.iter().map(|row| (row[0], row[16])).collect();
+    assert_eq!(
+        shape,
+        [
+            ("64", "direct"),
+            ("64", "auto"),
+            ("64", "ring"),
+            ("512", "direct"),
+            ("512", "auto"),
+            ("512", "ring"),
+            ("4096", "direct"),
+            ("4096", "auto"),
+            ("4096", "ring"),
+        ]
+    );
+    for row in &rows {
+        // A fixed algorithm resolves to itself; auto to one of them.
+        if row[16] == "auto" {
+            assert_ne!(row[13], "auto", "{row:?}");
+        } else {
+            assert_eq!(row[13], row[16], "{row:?}");
+        }
+        assert_eq!((row[8], row[12]), ("0", "0"), "#wrong");
+    }
+    assert!(text.contains("# Out of bounds values : 0 OK"), "{text}");
 }
 
 #[test]
@@ -271,6 +328,7 @@ fn the_json_document_has_every_row_and_what_happened() {
             }
         }
         assert_eq!(row["traffic_ratio"], 1.0);
+        assert_eq!(row["asked"], "auto");
     }
 }
 

@@ -44,6 +44,7 @@ const EXAMPLES: &str = "Examples:
   ruccl-perf broadcast-perf -r all -b 1K -e 1M      every root in turn
   ruccl-perf -b 1M -e 8M -f 1 -i 1M                 a linear sweep
   ruccl-perf -b 4 -e 4 -n 2000 -A direct            one size, one algorithm, 2000 iterations
+  ruccl-perf -A all -g 8 -b 4 -e 16M --json         every algorithm in turn at every size
   ruccl-perf -d all -o all -b 4 -e 4M -f 64 --json  every type and operation, one JSON document
   ruccl-perf --backend cuda -b 1K -e 256M           on GPUs (build with --features cuda)
   ruccl-perf run -g 4 -n 6 --fault exchange:step=2:gen=3:panic
@@ -151,6 +152,17 @@ impl Listed for ElementType {
 impl Listed for ReduceOperation {
     fn all() -> &'static [Self] {
         &ReduceOperation::ALL
+    }
+}
+
+impl Listed for Algorithm {
+    fn all() -> &'static [Self] {
+        &[
+            Algorithm::Auto,
+            Algorithm::Ring,
+            Algorithm::Direct,
+            Algorithm::HalvingDoubling,
+        ]
     }
 }
 
@@ -275,14 +287,16 @@ pub struct PerfArgs {
     )]
     pub root: Option<Roots>,
     /// Algorithm every generation asks for: auto (the least modelled time per size), ring,
-    /// direct or halving-doubling
+    /// direct or halving-doubling; a comma-separated list, or all, measures each in turn at
+    /// every size, in one run, so their times compare under the same conditions (with all, one
+    /// the world cannot run is skipped with a note)
     #[arg(
         short = 'A',
         long = "algorithm",
         value_name = "ALGORITHM",
         default_value = "auto"
     )]
-    pub algorithm: Algorithm,
+    pub algorithms: Selection<Algorithm>,
     /// Timed collectives per size and placement
     #[arg(
         short = 'n',

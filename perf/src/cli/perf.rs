@@ -18,7 +18,7 @@ use crate::sweep::{
     json, sweep, table,
 };
 use crate::trace::TraceFile;
-use ruccl_core::{LinkModel, ReduceOperation};
+use ruccl_core::{Algorithm, LinkModel, ReduceOperation};
 use ruccl_sim::HostTensors;
 use std::io::Write;
 use std::sync::{Mutex, PoisonError};
@@ -47,31 +47,35 @@ pub fn sweep_configs(
     let average = Average::from_code(args.average)
         .ok_or_else(|| CliError::Usage(format!("-a {}: expected 0, 1, 2 or 3", args.average)))?;
     let timeout = seconds("--timeout", args.timeout_s)?;
+    let algorithms = runnable_algorithms(args, world);
     let mut configs = Vec::new();
     for &element_type in &args.element_types.0 {
         for &operation in &operations {
             for &root in &roots {
-                let config = SweepConfig {
-                    collective,
-                    operation,
-                    root,
-                    algorithm: args.algorithm,
-                    element_type,
-                    world,
-                    sizes: Sizes {
-                        min: args.min_bytes.0,
-                        max: args.max_bytes.0,
-                        step,
-                    },
-                    iterations: args.iterations as usize,
-                    warmup: args.warmup as usize,
-                    checks: args.checks as usize,
-                    average,
-                    timeout,
-                    ..SweepConfig::default()
-                };
-                config.validate().map_err(CliError::Usage)?;
-                configs.push(config);
+                // Innermost: sweeps that differ only in their algorithm run interleaved.
+                for &algorithm in &algorithms {
+                    let config = SweepConfig {
+                        collective,
+                        operation,
+                        root,
+                        algorithm,
+                        element_type,
+                        world,
+                        sizes: Sizes {
+                            min: args.min_bytes.0,
+                            max: args.max_bytes.0,
+                            step,
+                        },
+                        iterations: args.iterations as usize,
+                        warmup: args.warmup as usize,
+                        checks: args.checks as usize,
+                        average,
+                        timeout,
+                        ..SweepConfig::default()
+                    };
+                    config.validate().map_err(CliError::Usage)?;
+                    configs.push(config);
+                }
             }
         }
     }
@@ -79,6 +83,32 @@ pub fn sweep_configs(
         return Err(CliError::Usage("nothing to measure".to_owned()));
     }
     Ok(configs)
+}
+
+/// Whether `args` asks for every algorithm (`-A all`): then one `world` cannot run is skipped
+/// rather than refused.
+fn every_algorithm(args: &PerfArgs) -> bool {
+    <Algorithm as super::Listed>::all()
+        .iter()
+        .all(|algorithm| args.algorithms.0.contains(algorithm))
+}
+
+/// The algorithms `args` asks for that `world` ranks can run: all of them, except that with
+/// `-A all` halving-doubling is left out of a world that is not a power of two.
+fn runnable_algorithms(args: &PerfArgs, world: usize) -> Vec<Algorithm> {
+    let skip = every_algorithm(args) && !world.is_power_of_two();
+    args.algorithms
+        .0
+        .iter()
+        .copied()
+        .filter(|&algorithm| !(skip && algorithm == Algorithm::HalvingDoubling))
+        .collect()
+}
+
+/// A note for every algorithm `-A all` leaves out of this world.
+fn skipped_algorithms(args: &PerfArgs, world: usize) -> Option<String> {
+    (runnable_algorithms(args, world).len() < args.algorithms.0.len())
+        .then(|| format!("-A all: halving-doubling skipped, {world} ranks are not a power of two"))
 }
 
 /// A note when sizes are rounded down — to whole elements, and for reduce-scatter and all-gather
@@ -224,6 +254,7 @@ impl OnDevice for Sweeps<'_> {
         let mut notes = fit_memory(&mut configs, &budget, devices.host_copies)?;
         notes.extend(rounding(&configs));
         notes.extend(ignored_flags(collective, args));
+        notes.extend(skipped_algorithms(args, devices.world));
         let model = places.out_of_place.link_model();
         let trace = match &args.output.trace {
             Some(path) => Some(
@@ -243,9 +274,8 @@ impl OnDevice for Sweeps<'_> {
             stop: stop.clone(),
         };
         let mut printer = Printer::new(out, stop);
-        let first = &configs[0];
         if args.output.json {
-            printer.write(&json::head(first, &devices.description, &model));
+            printer.write(&json::head(&configs, &devices.description, &model));
         } else {
             let mut info = table::HeaderInfo {
                 device: devices.description.clone(),
@@ -254,7 +284,7 @@ impl OnDevice for Sweeps<'_> {
             };
             info.notes.push(model_line(&model));
             info.notes.extend(notes.iter().cloned());
-            printer.write(&table::header(first, &info));
+            printer.write(&table::header(&configs, &info));
         }
         let total: u64 = configs.iter().map(|config| config.sizes.count()).sum();
         let bar = Progress::new(progress, total, "sizes");
@@ -433,7 +463,7 @@ fn baseline(configs: &[SweepConfig], out: &mut (dyn Write + Send)) -> Result<Ver
             world: gpus,
             ..config.clone()
         };
-        print(out, &table::header(&config, &info))?;
+        print(out, &table::header(std::slice::from_ref(&config), &info))?;
         for bytes in config.sizes.iter() {
             let row = baseline
                 .measure(&config, bytes)

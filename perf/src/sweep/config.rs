@@ -197,6 +197,39 @@ impl Default for SweepConfig {
 }
 
 impl SweepConfig {
+    /// Whether `other` is this sweep with another algorithm: the driver then measures the two in
+    /// turn at every size rather than one after the other.
+    pub fn interleaves_with(&self, other: &SweepConfig) -> bool {
+        // Destructured so that a new field must be placed here: compared or not.
+        let SweepConfig {
+            collective,
+            operation,
+            root,
+            algorithm: _,
+            element_type,
+            world,
+            sizes,
+            iterations,
+            warmup,
+            checks,
+            average,
+            timeout,
+            batch_bytes,
+        } = self;
+        std::ptr::eq(*collective, other.collective)
+            && *operation == other.operation
+            && *root == other.root
+            && *element_type == other.element_type
+            && *world == other.world
+            && *sizes == other.sizes
+            && *iterations == other.iterations
+            && *warmup == other.warmup
+            && *checks == other.checks
+            && *average == other.average
+            && *timeout == other.timeout
+            && *batch_bytes == other.batch_bytes
+    }
+
     /// The collective every generation runs.
     pub fn collective(&self) -> Collective {
         self.collective.collective(self.operation, self.root)
@@ -264,6 +297,22 @@ impl SweepConfig {
         }
         self.sizes.validate()
     }
+}
+
+/// The algorithms `configs` ask for, each once, in order, comma-separated: `auto`, or
+/// `auto,ring,direct` for a run that measures several in turn.
+pub fn algorithms_asked(configs: &[SweepConfig]) -> String {
+    let mut asked: Vec<Algorithm> = Vec::new();
+    for config in configs {
+        if !asked.contains(&config.algorithm) {
+            asked.push(config.algorithm);
+        }
+    }
+    asked
+        .iter()
+        .map(|algorithm| algorithm.name())
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 #[cfg(test)]

@@ -6,7 +6,8 @@
 //! generation copies its inputs into fresh buffers, nccl-tests' out-of-place) and one **in
 //! place** (the device works in the input's own allocation where the plan allows it). For each
 //! sweep, as nccl-tests: `warmup` untimed collectives at the largest and then at the smallest
-//! size; then per size, out of place and then in place:
+//! size; then per size, out of place and then in place (sweeps that differ only in their
+//! algorithm take turns at each size, so that one run compares them under the same conditions):
 //!
 //! 1. every rank uploads its [`pattern`](ruccl_sim::pattern) input and runs one untimed
 //!    collective (nccl-tests' sync);
@@ -269,9 +270,14 @@ impl<D: HostTensors> Shared<'_, D> {
     ) -> Result<(), SweepError> {
         crate::probe::bind_rank(rank);
         let mut generation = 0;
-        let outcome = configs.iter().enumerate().try_for_each(|(index, config)| {
-            self.one_sweep(rank, index, config, &mut generation, on_event)
-        });
+        let mut first = 0;
+        let outcome = configs
+            .chunk_by(|one, next| one.interleaves_with(next))
+            .try_for_each(|group| {
+                let sweeps = self.interleaved(rank, first, group, &mut generation, on_event);
+                first += group.len();
+                sweeps
+            });
         if let Err(error) = &outcome {
             lock(&self.failure).get_or_insert_with(|| error.clone());
             // Let no other rank wait for this one.
@@ -283,38 +289,46 @@ impl<D: HostTensors> Shared<'_, D> {
         outcome
     }
 
-    fn one_sweep(
+    /// The sweeps of `group` (numbered from `first`), which differ only in their algorithm
+    /// ([`SweepConfig::interleaves_with`]): each warmed up, then size by size, every sweep in
+    /// turn at each size — so algorithms compared in one run meet the same conditions.
+    fn interleaved(
         &self,
         rank: usize,
-        index: usize,
-        config: &SweepConfig,
+        first: usize,
+        group: &[SweepConfig],
         generation: &mut u64,
         on_event: &(dyn Fn(SweepEvent<'_>) + Sync),
     ) -> Result<(), SweepError> {
-        if config.warmup > 0 {
+        let Some(lead) = group.first() else {
+            return Ok(());
+        };
+        for config in group.iter().filter(|config| config.warmup > 0) {
             for requested in [config.sizes.max, config.sizes.min] {
                 self.warm_up(rank, config, &config.setup(requested), generation)?;
             }
         }
-        let total = config.sizes.count();
-        for (position, requested) in config.sizes.iter().enumerate() {
-            let setup = config.setup(requested);
-            let mut outcomes = Vec::with_capacity(2);
-            for place in [Place::OutOfPlace, Place::InPlace] {
-                if rank == 0 {
-                    on_event(SweepEvent::Started {
-                        sweep: index,
-                        index: position as u64,
-                        total,
-                        bytes: setup.bytes,
-                        place,
-                    });
+        let total = lead.sizes.count();
+        for (position, requested) in lead.sizes.iter().enumerate() {
+            for (offset, config) in group.iter().enumerate() {
+                let setup = config.setup(requested);
+                let mut outcomes = Vec::with_capacity(2);
+                for place in [Place::OutOfPlace, Place::InPlace] {
+                    if rank == 0 {
+                        on_event(SweepEvent::Started {
+                            sweep: first + offset,
+                            index: position as u64,
+                            total,
+                            bytes: setup.bytes,
+                            place,
+                        });
+                    }
+                    outcomes.push(self.measure(rank, config, &setup, place, generation)?);
                 }
-                outcomes.push(self.measure(rank, config, &setup, place, generation)?);
-            }
-            if let [Some(out_of_place), Some(in_place)] = &outcomes[..] {
-                let row = self.row(config, &setup, out_of_place, in_place);
-                on_event(SweepEvent::Measured(&row));
+                if let [Some(out_of_place), Some(in_place)] = &outcomes[..] {
+                    let row = self.row(config, &setup, out_of_place, in_place);
+                    on_event(SweepEvent::Measured(&row));
+                }
             }
         }
         Ok(())
@@ -593,6 +607,7 @@ impl<D: HostTensors> Shared<'_, D> {
             root: config.root_column(),
             out_of_place: out_of_place.measured,
             in_place: in_place.measured,
+            asked: Some(config.algorithm),
             algorithm,
             traffic_ratio,
             model_us: model_seconds.map(|seconds| seconds * 1e6),

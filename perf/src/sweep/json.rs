@@ -5,18 +5,19 @@
 //!
 //! ```json
 //! { "command": "all_reduce_perf", "device": "...", "world": 4, "algorithm": "auto",
+//!   (a run asking for several algorithms lists them: "auto,ring,direct,halving-doubling")
 //!   "min_bytes": 8, "max_bytes": 134217728, "step": 4, "step_kind": "factor",
 //!   "iterations": 20, "warmup": 5, "checks": 1, "average": 1,
 //!   "link_model": { "alpha_us": 0.12, "gamma_us": 0.11, "beta_gbps": 24.0, "links": "shared" },
 //!   "rows": [ { "bytes": 8, "count": 2, "type": "float", "redop": "sum", "root": -1,
 //!               "out_of_place": { "time_us": 9.1, "algbw_gbps": 0.0, "busbw_gbps": 0.0, "wrong": 0 },
-//!               "in_place": { ... }, "algorithm": "direct", "traffic_ratio": 1.0,
+//!               "in_place": { ... }, "asked": "auto", "algorithm": "direct", "traffic_ratio": 1.0,
 //!               "model_us": 0.5 } ],
 //!   "wrong_total": 0, "avg_busbw_gbps": 1.5,
 //!   "outcome": { "status": "passed", "message": "..." } }
 //! ```
 
-use super::config::{Step, SweepConfig};
+use super::config::{Step, SweepConfig, algorithms_asked};
 use super::row::{Measured, PerfRow};
 use super::table::Totals;
 use ruccl_core::{LinkModel, Links};
@@ -63,6 +64,7 @@ struct RowJson {
     root: i64,
     out_of_place: MeasuredJson,
     in_place: MeasuredJson,
+    asked: Option<&'static str>,
     algorithm: Option<&'static str>,
     traffic_ratio: Option<f64>,
     model_us: Option<f64>,
@@ -73,7 +75,7 @@ struct HeadJson<'a> {
     command: String,
     device: &'a str,
     world: usize,
-    algorithm: &'static str,
+    algorithm: String,
     min_bytes: usize,
     max_bytes: usize,
     step: usize,
@@ -90,8 +92,12 @@ pub fn link_model_json(model: &LinkModel) -> Value {
     serde_json::to_value(LinkModelJson::of(model)).unwrap_or(Value::Null)
 }
 
-/// The document's head, up to and including the opening of `rows`.
-pub fn head(config: &SweepConfig, device: &str, model: &LinkModel) -> String {
+/// The document's head for `configs`' sweeps (the settings of the first, the algorithms of
+/// all), up to and including the opening of `rows`.
+pub fn head(configs: &[SweepConfig], device: &str, model: &LinkModel) -> String {
+    let Some(config) = configs.first() else {
+        return "{\n  \"rows\": [".to_owned();
+    };
     let (step, step_kind) = match config.sizes.step {
         Step::Factor(factor) => (factor, "factor"),
         Step::Bytes(bytes) => (bytes, "bytes"),
@@ -100,7 +106,7 @@ pub fn head(config: &SweepConfig, device: &str, model: &LinkModel) -> String {
         command: format!("{}_perf", config.collective.nccl_name),
         device,
         world: config.world,
-        algorithm: config.algorithm.name(),
+        algorithm: algorithms_asked(configs),
         min_bytes: config.sizes.min,
         max_bytes: config.sizes.max,
         step,
@@ -139,6 +145,7 @@ pub fn row(row: &PerfRow, first: bool) -> String {
         root: row.root,
         out_of_place: measured(row, &row.out_of_place),
         in_place: measured(row, &row.in_place),
+        asked: row.asked.map(|algorithm| algorithm.name()),
         algorithm: row.algorithm.map(|algorithm| algorithm.name()),
         traffic_ratio: row.traffic_ratio,
         model_us: row.model_us,

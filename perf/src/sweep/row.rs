@@ -32,6 +32,8 @@ pub struct PerfRow {
     pub out_of_place: Measured,
     /// The device working in the input's own allocation: nccl-tests' in-place.
     pub in_place: Measured,
+    /// The algorithm the generations asked for (`-A`; `None` for a baseline that has none).
+    pub asked: Option<Algorithm>,
     /// The algorithm the plan resolved to (`Auto` resolved).
     pub algorithm: Option<Algorithm>,
     /// The most any rank sent over the collective's per-rank lower bound, from the device's
@@ -86,6 +88,7 @@ mod tests {
             root: -1,
             out_of_place: measured,
             in_place: measured,
+            asked: Some(Algorithm::Auto),
             algorithm: Some(Algorithm::Ring),
             traffic_ratio: Some(1.0),
             model_us: Some(1.0),

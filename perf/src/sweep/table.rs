@@ -5,12 +5,13 @@
 //! of a rank's input and output, bytes), `count` (elements, nccl-tests' per-rank count), `type`,
 //! `redop` (`none` for collectives that do not reduce), `root` (`-1` without one), then
 //! `time algbw busbw #wrong` out of place and again in place — so scripts written for
-//! nccl-tests read them unchanged. ruCCL adds three after them: `algorithm` (what the plan
+//! nccl-tests read them unchanged. ruCCL adds four after them: `algorithm` (what the plan
 //! resolved to: `-A auto` picks per size), `traffic` (what the busiest rank sent over the
-//! collective's lower bound, from the device's traffic ledger; 1.00 is optimal) and `model` (the
-//! device's α–β link model's time for that traffic, µs).
+//! collective's lower bound, from the device's traffic ledger; 1.00 is optimal), `model` (the
+//! device's α–β link model's time for that traffic, µs) and `asked` (the algorithm the
+//! generations asked for: a run given several with `-A` measures each in turn at every size).
 
-use super::config::{Step, SweepConfig};
+use super::config::{Step, SweepConfig, algorithms_asked};
 use super::row::{Measured, PerfRow};
 use std::fmt::Write as _;
 
@@ -25,8 +26,12 @@ pub struct HeaderInfo {
     pub notes: Vec<String>,
 }
 
-/// The header: nccl-tests' settings line, the devices, the column names and units.
-pub fn header(config: &SweepConfig, info: &HeaderInfo) -> String {
+/// The header of `configs`' sweeps (the settings of the first, the algorithms of all):
+/// nccl-tests' settings line, the devices, the column names and units.
+pub fn header(configs: &[SweepConfig], info: &HeaderInfo) -> String {
+    let Some(config) = configs.first() else {
+        return String::new();
+    };
     let mut text = String::new();
     let (step, unit) = match config.sizes.step {
         Step::Factor(factor) => (factor, "factor"),
@@ -36,7 +41,9 @@ pub fn header(config: &SweepConfig, info: &HeaderInfo) -> String {
     let _ = writeln!(
         text,
         "# ruccl-perf {}_perf on {}, algorithm {}",
-        config.collective.nccl_name, info.device, config.algorithm
+        config.collective.nccl_name,
+        info.device,
+        algorithms_asked(configs)
     );
     let _ = writeln!(
         text,
@@ -65,7 +72,7 @@ pub fn header(config: &SweepConfig, info: &HeaderInfo) -> String {
     );
     let _ = writeln!(
         text,
-        "# {:>10}  {:>12}  {:>8}  {:>6}  {:>6}  {:>7}  {:>6}  {:>6} {:>6}  {:>7}  {:>6}  {:>6} {:>6}  {:>16}  {:>7}  {:>9}",
+        "# {:>10}  {:>12}  {:>8}  {:>6}  {:>6}  {:>7}  {:>6}  {:>6} {:>6}  {:>7}  {:>6}  {:>6} {:>6}  {:>16}  {:>7}  {:>9}  {:>16}",
         "size",
         "count",
         "type",
@@ -81,11 +88,12 @@ pub fn header(config: &SweepConfig, info: &HeaderInfo) -> String {
         "#wrong",
         "algorithm",
         "traffic",
-        "model"
+        "model",
+        "asked"
     );
     let _ = writeln!(
         text,
-        "# {:>10}  {:>12}  {:>8}  {:>6}  {:>6}  {:>7}  {:>6}  {:>6}  {:>5}  {:>7}  {:>6}  {:>6}  {:>5}  {:>16}  {:>7}  {:>9}",
+        "# {:>10}  {:>12}  {:>8}  {:>6}  {:>6}  {:>7}  {:>6}  {:>6}  {:>5}  {:>7}  {:>6}  {:>6}  {:>5}  {:>16}  {:>7}  {:>9}  {:>16}",
         "(B)",
         "(elements)",
         "",
@@ -101,7 +109,8 @@ pub fn header(config: &SweepConfig, info: &HeaderInfo) -> String {
         "",
         "",
         "(xbound)",
-        "(us)"
+        "(us)",
+        ""
     );
     text
 }
@@ -139,6 +148,7 @@ fn group(row: &PerfRow, measured: &Measured) -> String {
 /// One row, with a trailing newline.
 pub fn row(row: &PerfRow) -> String {
     let algorithm = row.algorithm.map_or("-", |algorithm| algorithm.name());
+    let asked = row.asked.map_or("-", |algorithm| algorithm.name());
     let traffic = row.traffic_ratio.map_or_else(
         || "-".to_owned(),
         |ratio| format!("{:.2}", non_negative(ratio)),
@@ -147,7 +157,7 @@ pub fn row(row: &PerfRow) -> String {
         .model_us
         .map_or_else(|| "-".to_owned(), |us| format!("{:.2}", non_negative(us)));
     format!(
-        "{:>12}  {:>12}  {:>8}  {:>6}  {:>6}{}{}  {:>16}  {:>7}  {:>9}\n",
+        "{:>12}  {:>12}  {:>8}  {:>6}  {:>6}{}{}  {:>16}  {:>7}  {:>9}  {:>16}\n",
         row.bytes,
         row.count,
         row.element_type.nccl_name(),
@@ -160,6 +170,7 @@ pub fn row(row: &PerfRow) -> String {
         algorithm,
         traffic,
         model,
+        asked,
     )
 }
 
