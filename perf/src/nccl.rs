@@ -164,6 +164,7 @@ impl NcclBaseline {
             placements.push(Measured {
                 time_us: elapsed.as_secs_f64() * 1e6 / config.iterations.max(1) as f64,
                 wrong,
+                waits: None,
             });
         }
         let input = TensorInfo {

@@ -96,6 +96,9 @@ fn the_table_has_nccl_tests_columns_both_groups_and_one_row_per_size() {
     );
     assert!(text.contains("# Out of bounds values : 0 OK"), "{text}");
     assert!(text.contains("# Avg bus bandwidth    : "), "{text}");
+    // Five sizes, two placements, two timed iterations each.
+    assert!(text.contains(" of 20 timed (a rank parked"), "{text}");
+    assert!(text.contains("# Parked generations   : "), "{text}");
     assert!(!text.contains("-0.00"), "{text}");
     let rows = rows(&text);
     // 8, 64, 512, 4K, 32K bytes.
@@ -308,6 +311,9 @@ fn the_json_document_has_every_row_and_what_happened() {
     assert_eq!(document["wrong_total"], 0);
     assert_eq!(document["outcome"]["status"], "passed");
     assert!(document["link_model"]["alpha_us"].as_f64().unwrap() > 0.0);
+    // Three sizes, two placements, two timed iterations each.
+    assert_eq!(document["timed_generations"], 12);
+    assert!(document["parked_generations"].as_u64().unwrap() <= 12);
     let rows = document["rows"].as_array().unwrap();
     let sizes: Vec<u64> = rows
         .iter()
@@ -323,6 +329,7 @@ fn the_json_document_has_every_row_and_what_happened() {
         );
         for place in ["out_of_place", "in_place"] {
             assert_eq!(row[place]["wrong"], 0);
+            assert!(row[place]["parked"].as_u64().unwrap() <= 2);
             for field in ["time_us", "algbw_gbps", "busbw_gbps"] {
                 assert!(row[place][field].as_f64().unwrap() >= 0.0, "{field}");
             }

@@ -612,3 +612,81 @@ fn a_stopped_scenario_ends_even_with_ranks_far_ahead() {
     let window = ruccl_perf::scenario::WINDOW as usize;
     assert!(summary.peak_pending <= window + 1, "{summary:?}");
 }
+
+/// Computes like the simulated device, taking `delay` longer to begin every generation: longer
+/// than any waiting rank polls.
+#[derive(Clone, Debug)]
+struct Slow {
+    delay: std::time::Duration,
+}
+
+impl Intercept<SimDevice> for Slow {
+    fn begin(
+        &self,
+        inner: &SimDevice,
+        devices: &[DeviceId],
+        inputs: Vec<ruccl_sim::SimPrepared>,
+        plan: &Plan,
+    ) -> Result<ruccl_sim::SimWork, SimError> {
+        std::thread::sleep(self.delay);
+        inner.begin(devices, inputs, plan)
+    }
+}
+
+#[test]
+fn every_row_counts_the_timed_generations_in_which_a_rank_parked() {
+    let config = SweepConfig {
+        world: 2,
+        sizes: Sizes {
+            min: 4,
+            max: 4,
+            step: Step::Factor(2),
+        },
+        iterations: 2,
+        warmup: 0,
+        checks: 0,
+        ..SweepConfig::default()
+    };
+    // A runner that takes half a second: the other rank's polls (a few hundred, most of them
+    // yields) are spent long before, and it parks — unless every one of its yields waited
+    // milliseconds for a core, which is why only one park of the four is required.
+    let slow = |in_place| {
+        let device = SimDevice::builder().in_place(in_place).build();
+        Intercepted::with(
+            device,
+            Slow {
+                delay: std::time::Duration::from_millis(500),
+            },
+        )
+    };
+    let places = Places {
+        out_of_place: slow(false),
+        in_place: slow(true),
+    };
+    let rows = measure(&places, std::slice::from_ref(&config));
+    let [row] = &rows[..] else {
+        panic!("one size, one row: {rows:?}")
+    };
+    let waits: Vec<_> = row
+        .placements()
+        .iter()
+        .map(|measured| measured.waits.expect("the sweep counts waits"))
+        .collect();
+    // Exactly the timed generations: not the sync collective before them, nor anything after.
+    assert!(
+        waits.iter().all(|waits| waits.generations == 2),
+        "{waits:?}"
+    );
+    assert!(
+        waits.iter().map(|waits| waits.parked).sum::<u64>() >= 1,
+        "{waits:?}"
+    );
+    // A fast device: counted too, never more than the timed generations.
+    for row in measure(&sim_places(), std::slice::from_ref(&config)) {
+        for measured in row.placements() {
+            let waits = measured.waits.expect("the sweep counts waits");
+            assert_eq!(waits.generations, 2, "{row:?}");
+            assert!(waits.parked <= 2, "{row:?}");
+        }
+    }
+}

@@ -27,7 +27,7 @@
 
 use super::config::{Setup, SweepConfig};
 use super::gate::{Broken, Gate};
-use super::row::{Measured, PerfRow};
+use super::row::{Measured, PerfRow, Waits};
 use crate::probe::Probe;
 use crate::stop::{Stop, StopReason};
 use ruccl_core::{
@@ -466,6 +466,10 @@ impl<D: HostTensors> Shared<'_, D> {
         // nccl-tests' sync: one untimed collective.
         let tensor = self.upload(rank, setup, place, &values)?;
         let output = self.collective(rank, config, setup, place, tensor, generation)?;
+        // Rank 0 got the sync generation's output, so it is published and its waits counted;
+        // the first timed one needs rank 0's next call: the difference to the reading after
+        // the timed loop is exactly the timed generations'.
+        let waited_before = (rank == 0).then(|| self.communicator(place).wait_stats());
         let elapsed = if setup.counts.recv == setup.counts.send {
             drop(values);
             self.gate(rank, setup)?;
@@ -501,13 +505,27 @@ impl<D: HostTensors> Shared<'_, D> {
         lock(&self.times)[rank] = elapsed.as_secs_f64() / config.iterations as f64;
         self.gate(rank, setup)?;
         let time_us = config.average.of(&lock(&self.times)) * 1e6;
+        // Every rank has returned from its last timed call.
+        let waits = waited_before.map(|before| {
+            let after = self.communicator(place).wait_stats();
+            Waits {
+                generations: after.generations.saturating_sub(before.generations),
+                parked: after
+                    .parked_generations
+                    .saturating_sub(before.parked_generations),
+            }
+        });
         let traffic = match (&self.instruments.ledger, rank, place) {
             (Some(ledger), 0, Place::OutOfPlace) => ledger.last(),
             _ => None,
         };
         let wrong = self.check(rank, config, setup, place, generation)?;
         Ok((rank == 0).then_some(Outcome {
-            measured: Measured { time_us, wrong },
+            measured: Measured {
+                time_us,
+                wrong,
+                waits,
+            },
             traffic,
         }))
     }

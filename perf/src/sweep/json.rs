@@ -10,10 +10,12 @@
 //!   "iterations": 20, "warmup": 5, "checks": 1, "average": 1,
 //!   "link_model": { "alpha_us": 0.12, "gamma_us": 0.11, "beta_gbps": 24.0, "links": "shared" },
 //!   "rows": [ { "bytes": 8, "count": 2, "type": "float", "redop": "sum", "root": -1,
-//!               "out_of_place": { "time_us": 9.1, "algbw_gbps": 0.0, "busbw_gbps": 0.0, "wrong": 0 },
+//!               "out_of_place": { "time_us": 9.1, "algbw_gbps": 0.0, "busbw_gbps": 0.0, "wrong": 0,
+//!                                 "parked": 0 },
 //!               "in_place": { ... }, "asked": "auto", "algorithm": "direct", "traffic_ratio": 1.0,
 //!               "model_us": 0.5 } ],
 //!   "wrong_total": 0, "avg_busbw_gbps": 1.5,
+//!   "parked_generations": 0, "timed_generations": 40,
 //!   "outcome": { "status": "passed", "message": "..." } }
 //! ```
 
@@ -52,6 +54,8 @@ struct MeasuredJson {
     algbw_gbps: f64,
     busbw_gbps: f64,
     wrong: Option<u64>,
+    /// Timed generations in which a rank parked (`null`: not counted).
+    parked: Option<u64>,
 }
 
 #[derive(Serialize)]
@@ -129,6 +133,7 @@ fn measured(row: &PerfRow, measured: &Measured) -> MeasuredJson {
         algbw_gbps: row.algbw(measured),
         busbw_gbps: row.busbw(measured),
         wrong: measured.wrong,
+        parked: measured.waits.map(|waits| waits.parked),
     }
 }
 
@@ -161,8 +166,12 @@ pub fn tail(totals: &Totals, outcome: &Value) -> String {
     } else {
         Value::Null
     };
+    let (parked, timed) = match totals.waits {
+        Some(waits) => (Value::from(waits.parked), Value::from(waits.generations)),
+        None => (Value::Null, Value::Null),
+    };
     format!(
-        "\n  ],\n  \"wrong_total\": {wrong},\n  \"avg_busbw_gbps\": {},\n  \"outcome\": {}\n}}\n",
+        "\n  ],\n  \"wrong_total\": {wrong},\n  \"avg_busbw_gbps\": {},\n  \"parked_generations\": {parked},\n  \"timed_generations\": {timed},\n  \"outcome\": {}\n}}\n",
         Value::from(totals.average_busbw()),
         outcome
     )

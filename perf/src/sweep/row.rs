@@ -2,6 +2,17 @@
 
 use ruccl_core::{Algorithm, Collective, ElementType};
 
+/// How the ranks of one placement's timed generations waited, from the communicator's
+/// [`WaitStats`](ruccl_core::WaitStats) read before and after the timed loop.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Waits {
+    /// Timed generations published.
+    pub generations: u64,
+    /// Of those, the generations in which a rank parked instead of seeing the publication
+    /// while it polled: the waiting policy's slow path (a futex wake-up on both sides).
+    pub parked: u64,
+}
+
 /// One placement's figures (nccl-tests' `time algbw busbw #wrong`).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Measured {
@@ -10,6 +21,8 @@ pub struct Measured {
     /// Elements that differ from the reference, plus (all-reduce) ranks whose output bits differ
     /// from rank 0's; `None`: not checked.
     pub wrong: Option<u64>,
+    /// How the ranks waited in the timed generations; `None`: not counted (a baseline).
+    pub waits: Option<Waits>,
 }
 
 /// One measured size.
@@ -78,6 +91,7 @@ mod tests {
         let measured = Measured {
             time_us: 100.0,
             wrong: Some(0),
+            waits: None,
         };
         PerfRow {
             collective,

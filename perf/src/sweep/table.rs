@@ -12,7 +12,7 @@
 //! generations asked for: a run given several with `-A` measures each in turn at every size).
 
 use super::config::{Step, SweepConfig, algorithms_asked};
-use super::row::{Measured, PerfRow};
+use super::row::{Measured, PerfRow, Waits};
 use std::fmt::Write as _;
 
 /// What the header describes besides the sweep settings.
@@ -187,6 +187,8 @@ pub struct Totals {
     pub wrong: u64,
     /// Bus bandwidth summed over the measurements, GB/s.
     pub busbw_sum: f64,
+    /// How the ranks waited, summed over the measurements that counted it.
+    pub waits: Option<Waits>,
 }
 
 impl Totals {
@@ -195,6 +197,11 @@ impl Totals {
         for measured in row.placements() {
             self.measurements += 1;
             self.busbw_sum += row.busbw(measured);
+            if let Some(waits) = measured.waits {
+                let sum = self.waits.get_or_insert_default();
+                sum.generations += waits.generations;
+                sum.parked += waits.parked;
+            }
             if let Some(wrong) = measured.wrong {
                 self.checked += 1;
                 self.wrong += wrong;
@@ -221,8 +228,14 @@ pub fn footer(totals: &Totals) -> String {
         (_, 0) => "0 OK".to_owned(),
         (_, failed) => format!("{failed} FAILED"),
     };
+    let parked = totals.waits.map_or_else(String::new, |waits| {
+        format!(
+            "# Parked generations   : {} of {} timed (a rank parked instead of seeing the publication while it polled)\n",
+            waits.parked, waits.generations
+        )
+    });
     format!(
-        "# Out of bounds values : {verdict}\n# Avg bus bandwidth    : {}\n#\n",
+        "# Out of bounds values : {verdict}\n# Avg bus bandwidth    : {}\n{parked}#\n",
         general(totals.average_busbw())
     )
 }
