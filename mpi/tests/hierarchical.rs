@@ -429,8 +429,8 @@ fn all_reduce_matches_the_reference_for_every_type_and_operation(env: &Env) -> O
 }
 
 fn large_reductions_take_the_shard_route(env: &Env) -> Outcome {
-    // From the default threshold (512 KiB) a reduction takes the shard route by itself.
-    let len = 1 << 17;
+    // From the default threshold (8 MiB) a reduction takes the shard route by itself.
+    let len = 1 << 21;
     for uniform in [false, true] {
         let communicator = env.communicator(SimDevice::new(), &env.inter, uniform)?;
         let world = communicator.world_size();

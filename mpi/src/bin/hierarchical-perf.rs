@@ -126,7 +126,7 @@ struct Options {
 const USAGE: &str = "usage: mpirun -np N hierarchical-perf [-l LOCAL] [-b MINBYTES] [-e MAXBYTES] [-f FACTOR] [-n ITERS] [-w WARMUP] [-c 0|1] [-t THREADS] [-S BYTES] [-A ALGORITHM] [-E mpi,hier,hier-dl,local,mpi-h]
   N/LOCAL processes drive LOCAL ranks each (N must be a multiple of LOCAL);
   sizes take K, M, G suffixes (powers of 1024); -t: threads of one simulated-device call;
-  -S: the size from which all-reduces take the shard route (default: the communicator's, 512K);
+  -S: the size from which all-reduces take the shard route (default: the communicator's, 8M);
   -A: the local phases' algorithm (auto, ring, direct, halving-doubling; default auto);
   defaults: -l 2 -b 4 -e 64M -f 2 -n 20 -w 5 -c 1 -t 1 -E mpi,hier";
 

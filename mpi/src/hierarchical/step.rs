@@ -21,9 +21,11 @@ use std::time::Instant;
 /// The default message size from which a reduction takes the shard route (a local
 /// reduce-scatter, the shards between processes, a local all-gather): below it, the whole route
 /// (a local all-reduce, one engine call, copies) costs one local hand-off less, which wins; above
-/// it the shard route moves less memory. Measured on the 2-vCPU VM (`mpi/PERF.md`): the whole
-/// route is faster up to 256 KiB, the shard route from 1 MiB.
-pub(super) const SHARDS_FROM_BYTES: usize = 512 << 10;
+/// it the shard route moves less memory. Measured on the 2-vCPU VM, each size in runs of its
+/// own (`mpi/PERF.md`, "Which route when, re-measured"): the whole route is faster up to 4 MiB
+/// (median of six to eight runs 0.77–0.82 of `MPI_Allreduce` against the shard route's
+/// 0.84–1.03), the shard route from 8 MiB (0.86 against 1.17).
+pub(super) const SHARDS_FROM_BYTES: usize = 8 << 20;
 
 /// What a local rank asked for: the global collective and its input's shape.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
