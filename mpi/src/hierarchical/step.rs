@@ -24,7 +24,8 @@ use std::time::Instant;
 /// it the shard route moves less memory. Measured on the 2-vCPU VM, each size in runs of its
 /// own (`mpi/PERF.md`, "Which route when, re-measured"): the whole route is faster up to 4 MiB
 /// (median of six to eight runs 0.77–0.82 of `MPI_Allreduce` against the shard route's
-/// 0.84–1.03), the shard route from 8 MiB (0.86 against 1.17).
+/// 0.84–1.03); at 8 MiB both are below 1.0 once warm and the shard route varies less
+/// (0.80–0.82 against 0.71–0.90); from 16 MiB the shard route wins.
 pub(super) const SHARDS_FROM_BYTES: usize = 8 << 20;
 
 /// What a local rank asked for: the global collective and its input's shape.
