@@ -243,13 +243,19 @@ fn sizes_and_bus_bandwidth_follow_each_collective() {
     }
 }
 
-/// Counts each generation's input length, in order.
-#[derive(Clone, Debug, Default)]
-struct Lengths {
-    seen: std::sync::Arc<Mutex<Vec<usize>>>,
+/// Computes like the simulated device, calling `hook` with each generation's plan first.
+#[derive(Clone)]
+struct BeforeBegin {
+    hook: std::sync::Arc<dyn Fn(&Plan) + Send + Sync>,
 }
 
-impl Intercept<SimDevice> for Lengths {
+fn before_begin(hook: impl Fn(&Plan) + Send + Sync + 'static) -> BeforeBegin {
+    BeforeBegin {
+        hook: std::sync::Arc::new(hook),
+    }
+}
+
+impl Intercept<SimDevice> for BeforeBegin {
     fn begin(
         &self,
         inner: &SimDevice,
@@ -257,7 +263,7 @@ impl Intercept<SimDevice> for Lengths {
         inputs: Vec<ruccl_sim::SimPrepared>,
         plan: &Plan,
     ) -> Result<ruccl_sim::SimWork, SimError> {
-        self.seen.lock().unwrap().push(plan.input_len());
+        (self.hook)(plan);
         inner.begin(devices, inputs, plan)
     }
 }
@@ -266,8 +272,13 @@ impl Intercept<SimDevice> for Lengths {
 fn the_sweep_runs_nccl_tests_sequence_of_collectives() {
     // Warm-up at the largest then the smallest size (out of place); per size and placement one
     // sync, the timed iterations, then the checks.
-    let lengths = Lengths::default();
-    let device = Intercepted::with(SimDevice::new(), lengths.clone());
+    // Each generation's input length, in order.
+    let lengths = std::sync::Arc::new(Mutex::new(Vec::new()));
+    let seen = lengths.clone();
+    let device = Intercepted::with(
+        SimDevice::new(),
+        before_begin(move |plan| seen.lock().unwrap().push(plan.input_len())),
+    );
     let places = Places {
         out_of_place: device.clone(),
         in_place: device,
@@ -284,7 +295,7 @@ fn the_sweep_runs_nccl_tests_sequence_of_collectives() {
         ..small(&collectives::ALL_REDUCE, ElementType::F32)
     };
     measure(&places, &[config]);
-    let seen = lengths.seen.lock().unwrap().clone();
+    let seen = lengths.lock().unwrap().clone();
     let per_place = |n: usize| vec![n; 1 + 3 + 2];
     let mut expected = vec![16, 16, 4, 4];
     for n in [4, 16] {
@@ -613,26 +624,6 @@ fn a_stopped_scenario_ends_even_with_ranks_far_ahead() {
     assert!(summary.peak_pending <= window + 1, "{summary:?}");
 }
 
-/// Computes like the simulated device, taking `delay` longer to begin every generation: longer
-/// than any waiting rank polls.
-#[derive(Clone, Debug)]
-struct Slow {
-    delay: std::time::Duration,
-}
-
-impl Intercept<SimDevice> for Slow {
-    fn begin(
-        &self,
-        inner: &SimDevice,
-        devices: &[DeviceId],
-        inputs: Vec<ruccl_sim::SimPrepared>,
-        plan: &Plan,
-    ) -> Result<ruccl_sim::SimWork, SimError> {
-        std::thread::sleep(self.delay);
-        inner.begin(devices, inputs, plan)
-    }
-}
-
 #[test]
 fn every_row_counts_the_timed_generations_in_which_a_rank_parked() {
     let config = SweepConfig {
@@ -654,9 +645,7 @@ fn every_row_counts_the_timed_generations_in_which_a_rank_parked() {
         let device = SimDevice::builder().in_place(in_place).build();
         Intercepted::with(
             device,
-            Slow {
-                delay: std::time::Duration::from_millis(500),
-            },
+            before_begin(|_| std::thread::sleep(std::time::Duration::from_millis(500))),
         )
     };
     let places = Places {
