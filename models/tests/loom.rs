@@ -26,17 +26,33 @@ fn quick() -> bool {
 }
 
 /// Explore `model` with at most `bound` preemptions (`None`: every interleaving). Refuses to
-/// start if the facade's `Backoff` spins under loom: each spin poll reads the `progress` atomic,
-/// whose every possible value loom explores, and that multiplies the state space by hundreds
-/// (see models/README.md) — no model here would finish in the CI budget.
+/// start if the facade's `Backoff` polls under loom: each poll is an unlock, an atomic load loom
+/// branches on and a relock, which multiplies the state space (see models/README.md) — no model
+/// here would finish in the CI budget. The lock-free read of a delivery slot is checked by the
+/// models of [`explore_polling`].
 fn explore(name: &str, bound: Option<usize>, model: impl Fn() + Sync + Send + 'static) {
     let polls = SpinBudget::for_world(2).polls();
     assert_eq!(
         polls, 0,
-        "the sync facade spins ({polls} poll) under loom, which makes these models intractable: \
-         core/src/sync/loom.rs `backoff` must return (0, 0) (see models/README.md)"
+        "the sync facade polls ({polls} poll) under loom, which makes these models intractable: \
+         core/src/sync/loom.rs `backoff` must return (0, 0) unless a model asks for one poll \
+         (see models/README.md)"
     );
     loom::explore(name, bound, model);
+}
+
+/// Explore `model` with every waiter reading its delivery slot once without the lock before it
+/// parks, so that loom checks that read (and the slot's `UnsafeCell`) against the publication.
+fn explore_polling(name: &str, bound: Option<usize>, model: impl Fn() + Sync + Send + 'static) {
+    ruccl_core::sync::poll_delivery_once(true);
+    let polls = SpinBudget::for_world(2).polls();
+    assert_eq!(polls, 1, "a polling model must poll exactly once");
+    loom::explore(name, bound, move || {
+        // The communicators of the model are built by the thread that set the poll.
+        assert_eq!(SpinBudget::for_world(2).polls(), 1);
+        model();
+    });
+    ruccl_core::sync::poll_delivery_once(false);
 }
 
 /// The preemption bound of a model whose full-profile bound is `full` (`None`: every
@@ -83,6 +99,12 @@ fn slipped(
     .slip(0, world - 1, slip)
 }
 
+/// All-reduce, W = 2 × G = 3, a reduction mismatch in generation 0.
+fn all_reduce_2x3() -> Script {
+    let collective = Collective::AllReduce(ReduceOperation::Sum);
+    slipped(2, 3, collective, 3, Slip::Operation)
+}
+
 // Agreement, reuse, failure delivery, no hang, resources — exhaustive.
 
 /// Agreement, reuse, failure delivery (a reduction mismatch, then a generation that works),
@@ -101,8 +123,7 @@ fn mismatch_then_success_3x2_every_interleaving() {
 /// W = 2 × G = 3, every interleaving.
 #[test]
 fn all_reduce_2x3_every_interleaving() {
-    let collective = Collective::AllReduce(ReduceOperation::Sum);
-    let script = slipped(2, 3, collective, 3, Slip::Operation);
+    let script = all_reduce_2x3();
     explore("all-reduce W=2 G=3", exhaustive(), move || {
         scenario::run_script(script.clone());
     });
@@ -311,6 +332,54 @@ fn a_timeout_racing_an_abort_every_interleaving() {
     let script = Script::all_reduce(2, 1, 3).timing_out(0, TIMEOUT);
     explore("timeout racing an abort W=2 G=1", exhaustive(), move || {
         scenario::abort_racing_the_ranks(script.clone(), &["racing"]);
+    });
+}
+
+// Delivery without the lock — every waiter reads its slot once without the lock before it
+// parks, so loom checks that read (the slot's `UnsafeCell`, the `Release`/`Acquire` pair on its
+// flag) against the publication. See models/README.md, "Delivery without the lock".
+
+/// Agreement, reuse (a rank of g + 1 running ahead while a rank of g has not taken its output,
+/// reading only its own generation's slot), failure delivery (a reduction mismatch), no hang,
+/// resources — all-reduce W = 2 × G = 3, waiters polling. Every interleaving.
+#[test]
+fn lock_free_delivery_2x3_every_interleaving() {
+    let script = all_reduce_2x3();
+    explore_polling("polling: all-reduce W=2 G=3", exhaustive(), move || {
+        scenario::run_script(script.clone());
+    });
+}
+
+/// Abort racing two polling ranks through two generations: a generation published before the
+/// abort is delivered whole from the slots, a later one aborted on every rank. Every
+/// interleaving.
+#[test]
+fn lock_free_delivery_abort_racing_2x2_every_interleaving() {
+    let script = Script::all_reduce(2, 2, 3);
+    explore_polling("polling: abort racing W=2 G=2", exhaustive(), move || {
+        scenario::abort_racing_the_ranks(script.clone(), &["racing"]);
+    });
+}
+
+/// A timeout of a polling rank waiting in g + 1 while a rank of g has not yet taken its output:
+/// g delivered whole, g + 1 timed out on both. Every interleaving.
+#[test]
+fn lock_free_delivery_timeout_in_the_next_generation_every_interleaving() {
+    explore_polling(
+        "polling: timeout in generation 1 W=2 G=2",
+        exhaustive(),
+        || {
+            scenario::timeout_in_the_next_generation();
+        },
+    );
+}
+
+/// A second concurrent call of a polling rank is refused with `RankBusy` (the flag the rank
+/// clears when it takes its delivery without the lock). Every interleaving.
+#[test]
+fn lock_free_delivery_rank_called_twice_every_interleaving() {
+    explore_polling("polling: RankBusy W=2", exhaustive(), || {
+        scenario::a_rank_called_twice_at_once(2);
     });
 }
 

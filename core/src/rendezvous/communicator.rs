@@ -1,12 +1,13 @@
 //! [`NativeCommunicator`]: one ordered device group and its reusable rendezvous.
 
 use super::agreement::{CachedPlan, Request, agree};
+use super::delivery::Deliveries;
 use super::padded::Padded;
 use super::state::{Batch, Delivery, Outcome, State, Submission, WaitStats};
 use crate::contain::{device_call, discard, infallible_call};
 use crate::error::{NativeCollectiveError, Phase};
 use crate::run::run_plan;
-use crate::sync::atomic::{AtomicUsize, Ordering};
+use crate::sync::atomic::{AtomicBool, Ordering};
 use crate::sync::{Condvar, Deadline, Mutex, MutexGuard, SpinBudget};
 use crate::{
     Collective, CollectiveOptions, DeviceId, LinkModel, NativeCollectiveDevice, Plan,
@@ -37,13 +38,17 @@ pub struct NativeCommunicator<D: NativeCollectiveDevice> {
     /// The device's α–β model, read once: it resolves [`Algorithm::Auto`](crate::Algorithm::Auto).
     model: LinkModel,
     state: Mutex<State<D>>,
+    /// Where the runner of a generation leaves the other ranks' results and each rank takes its
+    /// own without the lock; written only under `state`'s lock (by `State::publish`).
+    deliveries: Deliveries<D::Tensor>,
     /// Signalled after every transition a waiter may be waiting for (publish, abort), and only
     /// when `State::sleepers > 0`.
     changed: Condvar,
-    /// Bumped after the same transitions, once the lock is released, so that waiters can spin
-    /// on it without touching the lock before they park. On a cache line of its own.
-    progress: Padded<AtomicUsize>,
-    /// How long a waiter polls `progress` before parking.
+    /// Set once, under the lock, when the communicator is aborted: a waiter polling its delivery
+    /// slot also polls this, so that an abort ends its polling at once. On a cache line of its
+    /// own.
+    aborting: Padded<AtomicBool>,
+    /// How long a waiter polls its delivery slot before parking.
     spin: SpinBudget,
 }
 
@@ -59,8 +64,9 @@ impl<D: NativeCollectiveDevice> NativeCommunicator<D> {
             device,
             model,
             state: Mutex::new(State::new(world)),
+            deliveries: Deliveries::new(world),
             changed: Condvar::new(),
-            progress: Padded(AtomicUsize::new(0)),
+            aborting: Padded(AtomicBool::new(false)),
             spin: SpinBudget::for_world(world),
         })
     }
@@ -237,7 +243,8 @@ impl<D: NativeCollectiveDevice> NativeCommunicator<D> {
         let mut state = self.state.lock();
         let refused = match state.aborted() {
             Some(error) => Some(error.clone()),
-            None => state
+            None => self
+                .deliveries
                 .busy(rank)
                 .then_some(NativeCollectiveError::RankBusy { rank }),
         };
@@ -246,6 +253,7 @@ impl<D: NativeCollectiveDevice> NativeCommunicator<D> {
             discard(submission);
             return Err(error);
         }
+        self.deliveries.enter(rank);
         let (generation, batch) = state.deposit(rank, submission);
         let Some(batch) = batch else {
             return self.await_delivery(state, rank, generation, &deadline, timeout);
@@ -259,25 +267,42 @@ impl<D: NativeCollectiveDevice> NativeCommunicator<D> {
             discard(outcome);
             return Err(error);
         }
-        let delivery = state.publish(generation, outcome, cache, rank);
+        let (delivery, left) = state.publish(generation, outcome, cache, rank, &self.deliveries);
         self.announce(state);
+        discard(left);
         delivery
     }
 
     /// Wait until `rank`'s delivery of `generation` is published (and take it) or an abort makes
-    /// it never will be; time out at `deadline`.
-    fn await_delivery(
-        &self,
-        state: Guard<'_, D>,
+    /// it never will be; time out at `deadline`. Takes the guard of the deposit.
+    fn await_delivery<'a>(
+        &'a self,
+        mut state: Guard<'a, D>,
         rank: usize,
         generation: u64,
         deadline: &Deadline,
         timeout: Option<Duration>,
     ) -> Delivery<D::Tensor> {
+        // Poll the delivery slot without the lock first (under loom, only where a model asks
+        // for it: the README's "How the checkers poll"). An abort ends the polling.
+        let mut backoff = self.spin.backoff();
+        if !backoff.is_completed() {
+            drop(state);
+            loop {
+                if let Some(delivery) = self.deliveries.take(rank, generation) {
+                    return delivery;
+                }
+                backoff.snooze();
+                if backoff.is_completed() || self.aborting.load(Ordering::Acquire) {
+                    break;
+                }
+            }
+            state = self.state.lock();
+        }
         let taken = self.wait_for(state, generation, deadline, |state| {
             // A published delivery is checked first: a published generation is delivered whole
             // even after an abort.
-            state
+            self.deliveries
                 .take(rank, generation)
                 .or_else(|| state.aborted().map(|error| Err(error.clone())))
         });
@@ -327,10 +352,9 @@ impl<D: NativeCollectiveDevice> NativeCommunicator<D> {
         }
     }
 
-    /// Wait (polling first, then parking) for `generation` until `ready` yields a value, or
-    /// `deadline` passes.
-    /// `ready` runs under the lock and is re-checked after every wake-up, spurious or not.
-    /// On timeout the guard is handed back with `ready` still unsatisfied.
+    /// Park for `generation` until `ready` yields a value, or `deadline` passes. `ready` runs
+    /// under the lock and is re-checked after every wake-up, spurious or not. On timeout the guard
+    /// is handed back with `ready` still unsatisfied.
     fn wait_for<'a, R>(
         &'a self,
         mut state: Guard<'a, D>,
@@ -338,47 +362,31 @@ impl<D: NativeCollectiveDevice> NativeCommunicator<D> {
         deadline: &Deadline,
         mut ready: impl FnMut(&mut State<D>) -> Option<R>,
     ) -> Result<(Guard<'a, D>, R), Guard<'a, D>> {
-        if let Some(value) = ready(&mut state) {
-            return Ok((state, value));
-        }
-        // Poll without the lock first: every transition a waiter wants bumps `progress` once
-        // it is visible under the lock. The budget bounds polls and re-checks alike.
-        let mut backoff = self.spin.backoff();
-        while !backoff.is_completed() {
-            let seen = self.progress.load(Ordering::Acquire);
-            drop(state);
-            while !backoff.is_completed() && self.progress.load(Ordering::Acquire) == seen {
-                backoff.snooze();
-            }
-            state = self.state.lock();
+        loop {
             if let Some(value) = ready(&mut state) {
                 return Ok((state, value));
             }
-            backoff.snooze();
-        }
-        loop {
             state.note_park(generation);
             state.sleepers += 1;
             let (woken, expired) = self.changed.wait_until(state, deadline);
             state = woken;
             state.sleepers -= 1;
-            if let Some(value) = ready(&mut state) {
-                return Ok((state, value));
-            }
             if expired {
-                return Err(state);
+                return match ready(&mut state) {
+                    Some(value) => Ok((state, value)),
+                    None => Err(state),
+                };
             }
         }
     }
 
-    /// Release the lock, then announce the transition just made under it to spinning waiters
-    /// (through `progress`) and to parked ones (through the condition variable, only if some rank
-    /// was parked when the lock was released: any rank parking later re-checks its condition
-    /// under the lock first, and sees the transition).
+    /// Release the lock, then announce the transition just made under it to parked waiters
+    /// (through the condition variable, only if some rank was parked when the lock was released:
+    /// any rank parking later re-checks its condition under the lock first, and sees the
+    /// transition). Polling waiters watch their delivery slots and `aborting` instead.
     fn announce(&self, state: Guard<'_, D>) {
         let wake = state.sleepers > 0;
         drop(state);
-        self.progress.fetch_add(1, Ordering::Release);
         if wake {
             self.changed.notify_all();
         }
@@ -418,6 +426,7 @@ impl<D: NativeCollectiveDevice> NativeCommunicator<D> {
         if !first {
             return state.aborted().cloned().unwrap_or(error);
         }
+        self.aborting.store(true, Ordering::Release);
         self.announce(state);
         discard(deposits);
         error

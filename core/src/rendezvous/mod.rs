@@ -3,6 +3,7 @@
 //! the generation's one error.
 //!
 //! - [`state`]: the guarded state machine and its invariants (no device calls, no blocking).
+//! - [`delivery`]: the per-rank delivery slots a rank takes its result from without the lock.
 //! - [`agreement`]: what the last arriver decides before any device call (mismatches, shapes,
 //!   the plan), and in which order.
 //! - [`communicator`]: the public [`NativeCommunicator`] that drives it (waiting, spinning,
@@ -10,6 +11,7 @@
 
 mod agreement;
 mod communicator;
+mod delivery;
 mod padded;
 mod state;
 

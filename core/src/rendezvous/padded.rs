@@ -3,8 +3,9 @@
 use std::ops::Deref;
 
 /// `T` aligned (and so padded) to 128 bytes: two 64-byte lines, since adjacent-line prefetch makes
-/// neighbours of a contended line contend too. The rendezvous puts the `progress` counter that
-/// waiters spin on here, away from the mutex the other ranks write.
+/// neighbours of a contended line contend too. The rendezvous keeps each rank's delivery slots
+/// here (a waiter polls its own; the runner writes every other rank's) and the `aborting` flag
+/// waiters also poll, away from the mutex the other ranks write.
 #[repr(align(128))]
 pub(super) struct Padded<T>(pub(super) T);
 

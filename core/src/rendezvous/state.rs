@@ -5,6 +5,7 @@
 //! this file.
 
 use super::agreement::{CachedPlan, Request};
+use super::delivery::Deliveries;
 use crate::NativeCollectiveDevice;
 use crate::TensorInfo;
 use crate::error::NativeCollectiveError;
@@ -16,8 +17,9 @@ pub(super) enum Stage {
     Collecting,
     /// The last arriver holds the submissions and runs the plan with the lock released.
     Running,
-    /// Outcomes are published; ends when the last rank takes its own, which reopens the round
-    /// for the generation two ahead.
+    /// Outcomes are published into the delivery slots, which the ranks take from without the
+    /// lock; ends when the first rank deposits into the generation two ahead, which reopens the
+    /// round for it (every rank took its delivery before anyone can deposit there).
     Delivering,
 }
 
@@ -55,10 +57,6 @@ struct Round<D: NativeCollectiveDevice> {
     slots: Vec<Option<Submission<D::Prepared>>>,
     /// `Collecting`: the number of `Some` in `slots`, always `< world`.
     arrived: usize,
-    /// `Delivering`: `outputs[r]` is `Some` until rank `r` takes it. Otherwise all `None`.
-    outputs: Vec<Option<Delivery<D::Tensor>>>,
-    /// `Delivering`: the number of `Some` in `outputs`, always `> 0`.
-    undelivered: usize,
     /// Whether a rank waiting for this round's generation parked (for [`WaitStats`]).
     parked: bool,
 }
@@ -84,8 +82,6 @@ impl<D: NativeCollectiveDevice> Round<D> {
             stage: Stage::Collecting,
             slots: (0..world).map(|_| None).collect(),
             arrived: 0,
-            outputs: (0..world).map(|_| None).collect(),
-            undelivered: 0,
             parked: false,
         }
     }
@@ -93,20 +89,19 @@ impl<D: NativeCollectiveDevice> Round<D> {
 
 /// The guarded rendezvous state of one communicator.
 ///
-/// Generation `g` lives in `rounds[g % 2]`. A rank's `k`-th call joins generation `k`, so at most
+/// Generation `g` lives in `rounds[g % 2]` (its deliveries in the slots of parity `g % 2`,
+/// outside this state: [`Deliveries`]). A rank's `k`-th call joins generation `k`, so at most
 /// two generations are in flight: a rank can only reach `g + 1` once `g` is published, and it
 /// only reaches `g + 2` once every rank deposited into `g + 1` — that is, once every rank has
-/// taken its delivery of `g`, which reopened `g`'s round for `g + 2`. A deposit therefore always
-/// finds its round open, and nobody ever waits to enter.
+/// taken its delivery of `g`. So the first deposit into `g + 2` may reopen `g`'s round for it,
+/// a deposit always finds its round open, and nobody ever waits to enter.
 pub(super) struct State<D: NativeCollectiveDevice> {
     /// `rounds[g % 2]` holds generation `g`.
     rounds: [Round<D>; 2],
-    /// `next[r]`: the generation rank `r` joins with its next call; advanced by `deposit`.
+    /// `next[r]`: the generation rank `r` joins with its next call; advanced by `deposit`. A
+    /// rank's calls are sequential because the communicator refuses a call for a rank whose
+    /// previous one is still in progress (`Deliveries::busy`, checked under this lock).
     next: Vec<u64>,
-    /// `busy[r]`: rank `r` has deposited and not yet taken its delivery. A rank's calls are
-    /// sequential only while this refuses a second, concurrent one — which the two-round
-    /// invariant on `State` rests on.
-    busy: Vec<bool>,
     /// The first abort's error. Set once, never cleared.
     aborted: Option<NativeCollectiveError>,
     /// The last built-in plan resolved, kept for the next generation. `None` while a runner
@@ -124,7 +119,6 @@ impl<D: NativeCollectiveDevice> State<D> {
         Self {
             rounds: [Round::new(world, 0), Round::new(world, 1)],
             next: vec![0; world],
-            busy: vec![false; world],
             aborted: None,
             cache: None,
             sleepers: 0,
@@ -141,13 +135,8 @@ impl<D: NativeCollectiveDevice> State<D> {
         self.aborted.as_ref()
     }
 
-    /// Whether `rank` has a call in progress (deposited, delivery not yet taken).
-    pub(super) fn busy(&self, rank: usize) -> bool {
-        self.busy[rank]
-    }
-
     /// Deposit `rank`'s submission into the generation of its next call; requires no abort and
-    /// `!busy(rank)`.
+    /// no call of `rank` in progress.
     /// Returns the generation joined, and — for the last arriver — every submission in rank
     /// order and the kept plan, with the round now `Running`.
     pub(super) fn deposit(
@@ -155,11 +144,16 @@ impl<D: NativeCollectiveDevice> State<D> {
         rank: usize,
         submission: Submission<D::Prepared>,
     ) -> (u64, Option<Batch<D::Prepared>>) {
-        debug_assert!(self.aborted.is_none() && !self.busy[rank]);
+        debug_assert!(self.aborted.is_none());
         let generation = self.next[rank];
         self.next[rank] += 1;
-        self.busy[rank] = true;
         let round = self.round(generation);
+        if round.stage == Stage::Delivering && round.generation + 2 == generation {
+            // The first deposit two generations on: every rank took its delivery of
+            // `round.generation` (the invariant on `State`), so the round reopens.
+            round.generation = generation;
+            round.stage = Stage::Collecting;
+        }
         // The round is open for this generation: see the invariant on `State`.
         debug_assert!(round.generation == generation && round.stage == Stage::Collecting);
         debug_assert!(round.slots[rank].is_none());
@@ -178,59 +172,29 @@ impl<D: NativeCollectiveDevice> State<D> {
         (generation, Some(batch))
     }
 
-    /// Publish running generation `generation`'s outcome, put back the kept plan, and hand the
-    /// runner (`rank`) its own delivery at once. Requires `Running`, no abort, and (for `Ok`)
-    /// exactly one output per rank, which the plan driver guarantees by turning any other count
-    /// into `OutputCount`.
+    /// Publish running generation `generation`'s outcome into `deliveries`, put back the kept
+    /// plan, and hand the runner (`rank`) its own delivery at once, with whatever an earlier
+    /// generation left in a slot (nothing: see `Deliveries::publish`) for the caller to drop
+    /// after unlocking. Requires `Running` and no abort. The slots are written here, under the
+    /// lock, so that an abort either comes before the publication (and the runner discards the
+    /// outcome) or finds it whole.
     pub(super) fn publish(
         &mut self,
         generation: u64,
         outcome: Outcome<D::Tensor>,
         cache: Option<CachedPlan>,
         rank: usize,
-    ) -> Delivery<D::Tensor> {
+        deliveries: &Deliveries<D::Tensor>,
+    ) -> (Delivery<D::Tensor>, Vec<Delivery<D::Tensor>>) {
         debug_assert!(self.aborted.is_none());
         self.cache = cache;
         let round = self.round(generation);
         debug_assert!(round.generation == generation && round.stage == Stage::Running);
-        match outcome {
-            Ok(outputs) => {
-                debug_assert_eq!(outputs.len(), round.outputs.len());
-                for (slot, output) in round.outputs.iter_mut().zip(outputs) {
-                    *slot = Some(Ok(output));
-                }
-            }
-            Err(error) => round.outputs.fill_with(|| Some(Err(error.clone()))),
-        }
-        round.undelivered = round.outputs.len();
         round.stage = Stage::Delivering;
         let parked = std::mem::take(&mut round.parked);
         self.stats.generations += 1;
         self.stats.parked_generations += u64::from(parked);
-        // The runner's own delivery is there: it was just published.
-        self.take(rank, generation).unwrap_or_else(|| {
-            Err(NativeCollectiveError::OutputCount {
-                expected: 1,
-                actual: 0,
-            })
-        })
-    }
-
-    /// Take `rank`'s delivery of `generation`, if published. The last rank to take reopens the
-    /// round for `generation + 2`.
-    pub(super) fn take(&mut self, rank: usize, generation: u64) -> Option<Delivery<D::Tensor>> {
-        let round = self.round(generation);
-        if round.stage != Stage::Delivering || round.generation != generation {
-            return None;
-        }
-        let delivery = round.outputs[rank].take()?;
-        round.undelivered -= 1;
-        if round.undelivered == 0 {
-            round.generation += 2;
-            round.stage = Stage::Collecting;
-        }
-        self.busy[rank] = false;
-        Some(delivery)
+        deliveries.publish(generation, outcome, rank)
     }
 
     /// Record the first abort (later ones are ignored). Returns the deposits of both rounds that
@@ -291,6 +255,7 @@ mod tests {
     //! taken its output).
 
     use super::super::agreement::Request;
+    use super::super::delivery::Deliveries;
     use super::{Stage, State, Submission};
     use crate::{
         Collective, DeviceId, ElementType, NativeCollectiveDevice, NativeCollectiveError, Plan,
@@ -337,28 +302,49 @@ mod tests {
         }
     }
 
+    /// The state and the delivery slots of one communicator.
+    fn rendezvous(world: usize) -> (State<Numbers>, Deliveries<u32>) {
+        (State::new(world), Deliveries::new(world))
+    }
+
+    /// Deposit `rank`'s `value` as the communicator does: its call is in progress from here.
+    fn deposit(
+        state: &mut State<Numbers>,
+        deliveries: &Deliveries<u32>,
+        rank: usize,
+        value: u32,
+    ) -> (u64, Option<Vec<Submission<u32>>>) {
+        assert!(!deliveries.busy(rank), "rank {rank} has a call in progress");
+        deliveries.enter(rank);
+        let (generation, batch) = state.deposit(rank, submission(value));
+        (generation, batch.map(|batch| batch.submissions))
+    }
+
     /// Deposit every rank; returns the generation and the submissions the last one took.
-    fn fill(state: &mut State<Numbers>, world: usize) -> (u64, Vec<Submission<u32>>) {
+    fn fill(
+        state: &mut State<Numbers>,
+        deliveries: &Deliveries<u32>,
+        world: usize,
+    ) -> (u64, Vec<Submission<u32>>) {
         for rank in 0..world - 1 {
-            assert!(state.deposit(rank, submission(rank as u32)).1.is_none());
+            assert!(deposit(state, deliveries, rank, rank as u32).1.is_none());
         }
-        let (generation, taken) = state.deposit(world - 1, submission(world as u32 - 1));
-        let submissions = taken.map(|batch| batch.submissions).unwrap_or_default();
-        (generation, submissions)
+        let (generation, taken) = deposit(state, deliveries, world - 1, world as u32 - 1);
+        (generation, taken.unwrap_or_default())
     }
 
     #[test]
     fn collecting_names_the_ranks_that_have_not_deposited() {
-        let mut state = State::<Numbers>::new(4);
-        state.deposit(2, submission(2));
-        state.deposit(0, submission(0));
+        let (mut state, deliveries) = rendezvous(4);
+        deposit(&mut state, &deliveries, 2, 2);
+        deposit(&mut state, &deliveries, 0, 0);
         assert_eq!(state.stragglers(0), vec![1, 3]);
     }
 
     #[test]
     fn the_last_arrival_runs_and_names_no_straggler() {
-        let mut state = State::<Numbers>::new(3);
-        let (generation, taken) = fill(&mut state, 3);
+        let (mut state, deliveries) = rendezvous(3);
+        let (generation, taken) = fill(&mut state, &deliveries, 3);
         assert_eq!((generation, taken.len()), (0, 3));
         assert_eq!(state.rounds[0].stage, Stage::Running);
         assert!(state.stragglers(0).is_empty());
@@ -366,63 +352,86 @@ mod tests {
 
     #[test]
     fn the_runner_takes_its_own_delivery_when_it_publishes() {
-        let mut state = State::<Numbers>::new(3);
-        fill(&mut state, 3);
-        assert_eq!(state.publish(0, Ok(vec![10, 11, 12]), None, 2), Ok(12));
-        assert_eq!(state.take(1, 0), Some(Ok(11)));
-        assert_eq!(state.take(1, 0), None, "a delivery is taken once");
-        assert_eq!(state.take(0, 0), Some(Ok(10)));
+        let (mut state, deliveries) = rendezvous(3);
+        fill(&mut state, &deliveries, 3);
+        assert_eq!(
+            deliveries.take(1, 0),
+            None,
+            "nothing before the publication"
+        );
+        let own = state
+            .publish(0, Ok(vec![10, 11, 12]), None, 2, &deliveries)
+            .0;
+        assert_eq!(own, Ok(12));
+        assert!(!deliveries.busy(2) && deliveries.busy(1));
+        assert_eq!(deliveries.take(1, 0), Some(Ok(11)));
+        assert!(!deliveries.busy(1));
+        assert_eq!(deliveries.take(1, 0), None, "a delivery is taken once");
+        assert_eq!(deliveries.take(0, 0), Some(Ok(10)));
     }
 
     #[test]
     fn a_rank_of_the_next_generation_deposits_while_this_one_still_delivers() {
-        let mut state = State::<Numbers>::new(2);
-        fill(&mut state, 2);
-        assert!(state.busy(0) && state.busy(1));
+        let (mut state, deliveries) = rendezvous(2);
+        fill(&mut state, &deliveries, 2);
         // Rank 1 ran generation 0 and leaves with its output; rank 0 has not taken its own.
-        assert_eq!(state.publish(0, Ok(vec![7, 8]), None, 1), Ok(8));
-        assert!(state.busy(0) && !state.busy(1));
+        assert_eq!(
+            state.publish(0, Ok(vec![7, 8]), None, 1, &deliveries).0,
+            Ok(8)
+        );
+        assert!(deliveries.busy(0) && !deliveries.busy(1));
         // Rank 1 goes ahead into generation 1, in the other round.
-        assert_eq!(state.deposit(1, submission(5)).0, 1);
+        assert_eq!(deposit(&mut state, &deliveries, 1, 5).0, 1);
         assert_eq!(state.stragglers(1), vec![0]);
         // Rank 0 still gets generation 0's output, never generation 1's.
-        assert_eq!(state.take(0, 1), None);
-        assert_eq!(state.take(0, 0), Some(Ok(7)));
-        // The last take reopened round 0 for generation 2.
+        assert_eq!(deliveries.take(0, 1), None);
+        assert_eq!(deliveries.take(0, 0), Some(Ok(7)));
+        // Round 0 stays as generation 0 left it until someone deposits into generation 2.
+        assert_eq!(
+            (state.rounds[0].generation, state.rounds[0].stage),
+            (0, Stage::Delivering)
+        );
+        let (generation, taken) = deposit(&mut state, &deliveries, 0, 6);
+        assert_eq!((generation, taken.map(|taken| taken.len())), (1, Some(2)));
+        assert_eq!(
+            state.publish(1, Ok(vec![1, 2]), None, 0, &deliveries).0,
+            Ok(1)
+        );
+        // The first deposit into generation 2 reopens round 0 for it.
+        assert_eq!(deposit(&mut state, &deliveries, 0, 3).0, 2);
         assert_eq!(
             (state.rounds[0].generation, state.rounds[0].stage),
             (2, Stage::Collecting)
         );
-        let (generation, taken) = state.deposit(0, submission(6));
-        assert_eq!(
-            (generation, taken.map(|batch| batch.submissions.len())),
-            (1, Some(2))
-        );
+        // Rank 1's slot of parity 0 still says generation 0: a rank of 2 finds nothing yet.
+        assert_eq!(deliveries.take(1, 1), Some(Ok(2)));
+        assert_eq!(deliveries.take(1, 2), None);
     }
 
     #[test]
     fn a_failed_generation_delivers_one_error_to_every_rank() {
-        let mut state = State::<Numbers>::new(3);
-        fill(&mut state, 3);
+        let (mut state, deliveries) = rendezvous(3);
+        fill(&mut state, &deliveries, 3);
         let error = NativeCollectiveError::OutputCount {
             expected: 3,
             actual: 1,
         };
-        assert_eq!(
-            state.publish(0, Err(error.clone()), None, 0),
-            Err(error.clone())
-        );
+        let own = state.publish(0, Err(error.clone()), None, 0, &deliveries).0;
+        assert_eq!(own, Err(error.clone()));
         for rank in 1..3 {
-            assert_eq!(state.take(rank, 0), Some(Err(error.clone())));
+            assert_eq!(deliveries.take(rank, 0), Some(Err(error.clone())));
         }
     }
 
     #[test]
     fn an_abort_hands_back_the_deposits_of_both_rounds_once() {
-        let mut state = State::<Numbers>::new(2);
-        fill(&mut state, 2);
-        assert_eq!(state.publish(0, Ok(vec![1, 2]), None, 1), Ok(2));
-        state.deposit(1, submission(5));
+        let (mut state, deliveries) = rendezvous(2);
+        fill(&mut state, &deliveries, 2);
+        assert_eq!(
+            state.publish(0, Ok(vec![1, 2]), None, 1, &deliveries).0,
+            Ok(2)
+        );
+        deposit(&mut state, &deliveries, 1, 5);
         let first = NativeCollectiveError::Aborted { reason: "a".into() };
         let (deposits, won) = state.abort(first.clone());
         assert!(won);
@@ -435,6 +444,6 @@ mod tests {
         assert!(!won && again.is_empty());
         assert_eq!(state.aborted(), Some(&first));
         // Generation 0 was published before the abort: still delivered.
-        assert_eq!(state.take(0, 0), Some(Ok(1)));
+        assert_eq!(deliveries.take(0, 0), Some(Ok(1)));
     }
 }

@@ -1,7 +1,8 @@
 //! The loom backend: exhaustive exploration of interleavings. No spurious wake-ups (loom has
-//! none and injecting them would multiply an already exhaustive state space), no spin before
-//! parking (see [`backoff`]); no clock: a deadline is a timer thread loom schedules like any
-//! other (`checked_deadline.rs`), so it explores the timeout firing at every point.
+//! none and injecting them would multiply an already exhaustive state space), no poll before
+//! parking unless a model asks for one ([`poll_delivery_once`]); no clock: a deadline is a timer
+//! thread loom schedules like any other (`checked_deadline.rs`), so it explores the timeout
+//! firing at every point.
 
 #[path = "checked_deadline.rs"]
 mod deadline;
@@ -35,8 +36,24 @@ pub(super) fn spurious_wakeup() -> bool {
     false
 }
 
-/// No spin under loom: waiters park at once (`core/src/rendezvous/README.md`, "Why the checkers
-/// do not spin", says why and what it costs).
+std::thread_local! {
+    /// Polls before parking for communicators built on this OS thread; see [`poll_delivery_once`].
+    static POLLS: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
+/// Under loom a waiter parks at once by default: every poll without the lock multiplies a
+/// model's state space (`core/src/rendezvous/README.md`, "How the checkers poll"). With
+/// `poll = true`, communicators built from now on *by this thread* — loom runs a model's threads
+/// as coroutines of the thread that runs the model — make their waiters read their delivery slot
+/// once without the lock before they park, so that loom checks that lock-free read against the
+/// publication. The models that need it (`models/tests/loom.rs`, "Delivery without the lock") set
+/// it before they run.
+pub fn poll_delivery_once(poll: bool) {
+    POLLS.set(u32::from(poll));
+}
+
+/// No poll, or one (see [`poll_delivery_once`]); never a spin hint or a yield.
 pub(super) fn backoff(_world: usize) -> (u32, u32) {
-    (0, 0)
+    let polls = POLLS.get();
+    (polls, polls)
 }

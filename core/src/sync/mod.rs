@@ -16,8 +16,9 @@
 //! [`Deadline`], which never reads the clock under a checker, so replays stay deterministic.
 //!
 //! Everything a checker must see has to come from here: a `std::sync` type used directly is
-//! invisible to loom and shuttle. `core/facade-lint/clippy.toml` forbids the std types outside the
-//! std backend (CI runs clippy with it under `--cfg ruccl_loom`).
+//! invisible to loom and shuttle, and a `std::cell::UnsafeCell` is one whose races loom cannot
+//! report ([`cell::UnsafeCell`] is the checked one). `core/facade-lint/clippy.toml` forbids the
+//! std types outside the std backend (CI runs clippy with it under `--cfg ruccl_loom`).
 //!
 //! How the rendezvous uses these — spinning on a counter, parking on the condition variable, and
 //! why the checkers get no spin — is told in `core/src/rendezvous/README.md`.
@@ -40,8 +41,11 @@ mod backend;
 mod backend;
 
 mod backoff;
+pub mod cell;
 mod lock;
 
+#[cfg(all(ruccl_loom, not(ruccl_shuttle)))]
+pub use backend::poll_delivery_once;
 pub use backend::{Arc, Deadline, atomic, thread};
 pub use backoff::{Backoff, SpinBudget};
 pub use lock::{Condvar, Mutex, MutexGuard};
