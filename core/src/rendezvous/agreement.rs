@@ -98,46 +98,52 @@ impl<P> Agreed<P> {
 /// Decide generation `generation` from every rank's submission (one per rank, in rank order):
 /// the inputs and plan to run, or the generation's one error (see the module's precedence).
 /// `cache` holds the last built-in plan resolved on this communicator; a matching one is taken
-/// out of it (the caller puts it back with [`CachedPlan::keep`]).
+/// out of it (the caller puts it back with [`CachedPlan::keep`]). Allocates nothing but the
+/// inputs' vector when the ranks agree (an error's lists are built only on the error's path).
 pub(crate) fn agree<P>(
     generation: u64,
-    submissions: Vec<Submission<P>>,
+    mut submissions: Vec<Submission<P>>,
     model: &LinkModel,
     cache: &mut Option<CachedPlan>,
 ) -> Result<Agreed<P>, NativeCollectiveError> {
     let world = submissions.len();
-    let mut requests = Vec::with_capacity(world);
-    let mut prepared = Vec::with_capacity(submissions.len());
-    for submission in submissions {
-        requests.push(submission.request);
-        prepared.push(submission.prepared);
-    }
-    let decided = requests_agree(generation, &requests)
-        .and_then(|()| first_failure(&mut prepared))
-        .and_then(|()| shapes_agree(generation, &prepared))
-        .and_then(|input| plan_for(requests.swap_remove(0), world, input, model, cache));
+    let decided = requests_agree(generation, &submissions)
+        .and_then(|()| first_failure(&submissions))
+        .and_then(|()| shapes_agree(generation, &submissions))
+        .and_then(|input| match submissions.first_mut() {
+            Some(first) => plan_for(&mut first.request, world, input, model, cache),
+            // A world has at least one rank, and rule 3 found a shape.
+            None => Err(NativeCollectiveError::ShapeMismatch {
+                generation,
+                shapes: Vec::new(),
+            }),
+        });
     match decided {
         Ok((plan, key)) => Ok(Agreed {
-            inputs: prepared
+            inputs: submissions
                 .into_iter()
-                .filter_map(|entry| entry.ok().map(|(input, _)| input))
+                .filter_map(|submission| submission.prepared.ok().map(|(input, _)| input))
                 .collect(),
             plan,
             key,
         }),
         Err(error) => {
-            discard(prepared);
+            discard(submissions);
             Err(error)
         }
     }
 }
 
 /// Rule 1: every rank asked for the same collective, algorithm and (custom) plan.
-fn requests_agree(generation: u64, requests: &[Request]) -> Result<(), NativeCollectiveError> {
-    let Some(first) = requests.first() else {
+fn requests_agree<P>(
+    generation: u64,
+    submissions: &[Submission<P>],
+) -> Result<(), NativeCollectiveError> {
+    let Some(first) = submissions.first().map(|submission| &submission.request) else {
         return Ok(());
     };
-    if requests.iter().all(|request| request == first) {
+    let requests = || submissions.iter().map(|submission| &submission.request);
+    if requests().all(|request| request == first) {
         return Ok(());
     }
     let same_kind = |request: &Request| {
@@ -145,17 +151,15 @@ fn requests_agree(generation: u64, requests: &[Request]) -> Result<(), NativeCol
             && request.algorithm == first.algorithm
     };
     let reducing = first.collective.operation().is_some();
-    if reducing && requests.iter().all(same_kind) && first.algorithm != Algorithm::Custom {
+    if reducing && requests().all(same_kind) && first.algorithm != Algorithm::Custom {
         return Err(NativeCollectiveError::ReductionMismatch {
             generation,
-            operations: requests
-                .iter()
+            operations: requests()
                 .filter_map(|request| request.collective.operation())
                 .collect(),
         });
     }
-    let listed: Vec<(Collective, Algorithm)> = requests
-        .iter()
+    let listed: Vec<(Collective, Algorithm)> = requests()
         .map(|request| (request.collective, request.algorithm))
         .collect();
     let plans_differ = listed.iter().all(|entry| *entry == listed[0]);
@@ -167,42 +171,48 @@ fn requests_agree(generation: u64, requests: &[Request]) -> Result<(), NativeCol
 }
 
 /// Rule 2: the lowest rank's `prepare` or `describe` failure, if any.
-fn first_failure<P>(
-    prepared: &mut [Result<(P, TensorInfo), NativeCollectiveError>],
-) -> Result<(), NativeCollectiveError> {
-    match prepared.iter().find_map(|entry| entry.as_ref().err()) {
+fn first_failure<P>(submissions: &[Submission<P>]) -> Result<(), NativeCollectiveError> {
+    match submissions
+        .iter()
+        .find_map(|submission| submission.prepared.as_ref().err())
+    {
         Some(error) => Err(error.clone()),
         None => Ok(()),
     }
 }
 
-/// Rule 3: one length and one element type; returns it.
+/// Rule 3: one length and one element type; returns it. Runs after rule 2, so every rank's
+/// shape is known.
 fn shapes_agree<P>(
     generation: u64,
-    prepared: &[Result<(P, TensorInfo), NativeCollectiveError>],
+    submissions: &[Submission<P>],
 ) -> Result<TensorInfo, NativeCollectiveError> {
-    let shapes: Vec<TensorInfo> = prepared
+    let mut shapes = submissions
         .iter()
-        .filter_map(|entry| entry.as_ref().ok().map(|(_, shape)| *shape))
-        .collect();
-    match shapes.first() {
-        Some(&first) if shapes.iter().all(|shape| *shape == first) => Ok(first),
-        Some(_) => Err(NativeCollectiveError::ShapeMismatch { generation, shapes }),
-        // A world has at least one rank and rule 2 let no failure through.
-        None => Err(NativeCollectiveError::ShapeMismatch { generation, shapes }),
+        .filter_map(|submission| submission.prepared.as_ref().ok().map(|(_, shape)| *shape));
+    let first = shapes.next();
+    match first {
+        Some(first) if shapes.all(|shape| shape == first) => Ok(first),
+        _ => Err(NativeCollectiveError::ShapeMismatch {
+            generation,
+            shapes: submissions
+                .iter()
+                .filter_map(|submission| submission.prepared.as_ref().ok().map(|(_, shape)| *shape))
+                .collect(),
+        }),
     }
 }
 
 /// Rule 4: the plan of the agreed request for `world` ranks of `input`, and the key to cache a
 /// built-in one under.
 fn plan_for(
-    request: Request,
+    request: &mut Request,
     world: usize,
     input: TensorInfo,
     model: &LinkModel,
     cache: &mut Option<CachedPlan>,
 ) -> Result<(Plan, Option<PlanKey>), NativeCollectiveError> {
-    if let Some(plan) = request.plan {
+    if let Some(plan) = request.plan.take() {
         if plan.world() != world || plan.input_len() != input.len {
             return Err(NativeCollectiveError::InvalidCollective {
                 collective: request.collective,
