@@ -4,6 +4,7 @@
 //! what, on the fields themselves.
 
 use super::padded::Padded;
+use super::parity;
 use super::state::{Delivery, Outcome};
 use crate::error::NativeCollectiveError;
 use crate::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -162,9 +163,4 @@ impl<T> Deliveries<T> {
         desk.busy.store(false, Ordering::Release);
         Some(delivery)
     }
-}
-
-/// The slot index of `generation`.
-fn parity(generation: u64) -> usize {
-    (generation % 2) as usize
 }

@@ -17,3 +17,9 @@ mod state;
 
 pub use communicator::NativeCommunicator;
 pub use state::WaitStats;
+
+/// Which of the two rounds, and which of a rank's two delivery slots, hold `generation`: at most
+/// two generations are in flight (`README.md`, "Generations and rounds").
+fn parity(generation: u64) -> usize {
+    (generation % 2) as usize
+}

@@ -6,6 +6,7 @@
 
 use super::agreement::{CachedPlan, Request};
 use super::delivery::Deliveries;
+use super::parity;
 use crate::NativeCollectiveDevice;
 use crate::TensorInfo;
 use crate::error::NativeCollectiveError;
@@ -127,7 +128,7 @@ impl<D: NativeCollectiveDevice> State<D> {
     }
 
     fn round(&mut self, generation: u64) -> &mut Round<D> {
-        &mut self.rounds[(generation % 2) as usize]
+        &mut self.rounds[parity(generation)]
     }
 
     /// The first abort's error, if any.
@@ -235,7 +236,7 @@ impl<D: NativeCollectiveDevice> State<D> {
     /// The ranks holding up a rank waiting on `generation`: while it collects, those that have
     /// not deposited; while it runs, none (the schedule itself is what is slow).
     pub(super) fn stragglers(&self, generation: u64) -> Vec<usize> {
-        let round = &self.rounds[(generation % 2) as usize];
+        let round = &self.rounds[parity(generation)];
         if round.generation != generation || round.stage != Stage::Collecting {
             return Vec::new();
         }
