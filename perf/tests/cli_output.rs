@@ -336,6 +336,11 @@ fn the_json_document_has_every_row_and_what_happened() {
         }
         assert_eq!(row["traffic_ratio"], 1.0);
         assert_eq!(row["asked"], "auto");
+        let schedule = row["schedule"].as_str().unwrap();
+        assert!(
+            schedule.len() == 16 && schedule.chars().all(|c| c.is_ascii_hexdigit()),
+            "{schedule}"
+        );
     }
 }
 
@@ -396,6 +401,56 @@ fn a_scenario_prints_one_row_per_generation_with_the_shared_error() {
         "{text}"
     );
     assert!(text.contains("# mean time per generation:"), "{text}");
+}
+
+#[test]
+fn rows_that_ran_the_same_schedule_carry_the_same_fingerprint() {
+    let fingerprints = |world: &str| -> Vec<(String, String)> {
+        let (_, text) = ruccl_perf(&[
+            "all-gather-perf",
+            "-A",
+            "ring,direct,halving-doubling,auto",
+            "-b",
+            "64",
+            "-e",
+            "64",
+            "-g",
+            world,
+            "-n",
+            "1",
+            "-w",
+            "0",
+            "--json",
+        ]);
+        let document: Value = serde_json::from_str(&text).unwrap();
+        document["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|row| {
+                let asked = row["asked"].as_str().unwrap().to_owned();
+                (asked, row["schedule"].as_str().unwrap().to_owned())
+            })
+            .collect()
+    };
+    // At W = 2 every all-gather algorithm is one step of the same two transfers.
+    let two = fingerprints("2");
+    assert_eq!(two.len(), 4, "{two:?}");
+    assert!(
+        two.iter().all(|(_, schedule)| *schedule == two[0].1),
+        "{two:?}"
+    );
+    // At W = 4 ring (three steps), direct (one) and halving-doubling (two) differ; auto runs
+    // one of them.
+    let four = fingerprints("4");
+    assert_eq!(four.len(), 4, "{four:?}");
+    assert_ne!(four[0].1, four[1].1, "{four:?}");
+    assert_ne!(four[0].1, four[2].1, "{four:?}");
+    assert_ne!(four[1].1, four[2].1, "{four:?}");
+    assert!(
+        four[..3].iter().any(|(_, schedule)| *schedule == four[3].1),
+        "{four:?}"
+    );
 }
 
 #[test]

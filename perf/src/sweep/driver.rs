@@ -27,7 +27,7 @@
 
 use super::config::{Setup, SweepConfig};
 use super::gate::{Broken, Gate};
-use super::row::{Measured, PerfRow, Waits};
+use super::row::{Measured, PerfRow, Waits, schedule_fingerprint};
 use crate::probe::Probe;
 use crate::stop::{Stop, StopReason};
 use ruccl_core::{
@@ -601,20 +601,19 @@ impl<D: HostTensors> Shared<'_, D> {
         in_place: &Outcome,
     ) -> PerfRow {
         let model = self.places.out_of_place.link_model();
-        let (algorithm, traffic_ratio, model_seconds) = match &out_of_place.traffic {
-            Some(traffic) => (
+        let plan = planned(config, setup, &model);
+        let (algorithm, traffic_ratio, model_seconds) = match (&out_of_place.traffic, &plan) {
+            (Some(traffic), _) => (
                 Some(traffic.algorithm),
                 traffic.max_ratio_to_lower_bound(),
                 Some(traffic.priced(&model)),
             ),
-            None => match planned(config, setup, &model) {
-                Some(plan) => (
-                    Some(plan.algorithm()),
-                    None,
-                    Some(model.plan_time(&plan, config.element_type.size())),
-                ),
-                None => (None, None, None),
-            },
+            (None, Some(plan)) => (
+                Some(plan.algorithm()),
+                None,
+                Some(model.plan_time(plan, config.element_type.size())),
+            ),
+            (None, None) => (None, None, None),
         };
         PerfRow {
             collective: config.collective(),
@@ -629,6 +628,7 @@ impl<D: HostTensors> Shared<'_, D> {
             algorithm,
             traffic_ratio,
             model_us: model_seconds.map(|seconds| seconds * 1e6),
+            schedule: plan.as_ref().map(schedule_fingerprint),
         }
     }
 }

@@ -13,7 +13,9 @@
 //!               "out_of_place": { "time_us": 9.1, "algbw_gbps": 0.0, "busbw_gbps": 0.0, "wrong": 0,
 //!                                 "parked": 0 },
 //!               "in_place": { ... }, "asked": "auto", "algorithm": "direct", "traffic_ratio": 1.0,
-//!               "model_us": 0.5 } ],
+//!               "model_us": 0.5, "schedule": "4f1c0b9e2a7d3365" } ],
+//!   (`schedule`: a fingerprint of the plan's work, equal for rows that ran the same schedule
+//!   under different names — `PerfRow::schedule`)
 //!   "wrong_total": 0, "avg_busbw_gbps": 1.5,
 //!   "parked_generations": 0, "timed_generations": 40,
 //!   "outcome": { "status": "passed", "message": "..." } }
@@ -72,6 +74,8 @@ struct RowJson {
     algorithm: Option<&'static str>,
     traffic_ratio: Option<f64>,
     model_us: Option<f64>,
+    /// [`PerfRow::schedule`] as 16 hex digits.
+    schedule: Option<String>,
 }
 
 #[derive(Serialize)]
@@ -154,6 +158,9 @@ pub fn row(row: &PerfRow, first: bool) -> String {
         algorithm: row.algorithm.map(|algorithm| algorithm.name()),
         traffic_ratio: row.traffic_ratio,
         model_us: row.model_us,
+        schedule: row
+            .schedule
+            .map(|fingerprint| format!("{fingerprint:016x}")),
     };
     let text = serde_json::to_string(&json).unwrap_or_default();
     format!("{}\n    {text}", if first { "" } else { "," })

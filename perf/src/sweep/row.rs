@@ -1,6 +1,6 @@
 //! [`PerfRow`]: one measured size, out of place and in place, with nccl-tests' bandwidths.
 
-use ruccl_core::{Algorithm, Collective, ElementType};
+use ruccl_core::{Algorithm, Collective, ElementType, Plan};
 
 /// How the ranks of one placement's timed generations waited, from the communicator's
 /// [`WaitStats`](ruccl_core::WaitStats) read before and after the timed loop.
@@ -54,6 +54,26 @@ pub struct PerfRow {
     pub traffic_ratio: Option<f64>,
     /// The device's α–β link model's time for the generation, in microseconds.
     pub model_us: Option<f64>,
+    /// A fingerprint of the resolved plan's layout and steps ([`schedule_fingerprint`]): rows of
+    /// one run with the same fingerprint ran the same schedule, whatever their algorithms are
+    /// called (at W = 2 every broadcast algorithm is one transfer). `None`: no plan known.
+    pub schedule: Option<u64>,
+}
+
+/// A fingerprint of what `plan` makes a device do — its buffer length, every rank's placement
+/// and output, every step — and not what it is called: two plans with equal fingerprints do
+/// the same work (up to a hash collision). Stable within one build of the tool, not across
+/// builds.
+pub fn schedule_fingerprint(plan: &Plan) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::hash::DefaultHasher::new();
+    plan.buffer_len().hash(&mut hasher);
+    for rank in 0..plan.world() {
+        plan.placement(rank).hash(&mut hasher);
+        plan.output(rank).hash(&mut hasher);
+    }
+    plan.steps().hash(&mut hasher);
+    hasher.finish()
 }
 
 impl PerfRow {
@@ -106,6 +126,7 @@ mod tests {
             algorithm: Some(Algorithm::Ring),
             traffic_ratio: Some(1.0),
             model_us: Some(1.0),
+            schedule: None,
         }
     }
 
@@ -118,5 +139,44 @@ mod tests {
         assert!((gather.busbw(&gather.in_place) - 7.5).abs() < 1e-9);
         let broadcast = row(Collective::Broadcast { root: 0 });
         assert!((broadcast.busbw(&broadcast.in_place) - 10.0).abs() < 1e-9);
+    }
+
+    fn fingerprint(collective: Collective, algorithm: Algorithm, world: usize) -> u64 {
+        let plan = Plan::new(collective, algorithm, world, 1024).unwrap();
+        schedule_fingerprint(&plan)
+    }
+
+    #[test]
+    fn plans_that_do_the_same_work_share_a_fingerprint_whatever_their_names() {
+        // At W = 2 an all-gather is one step in which each rank sends its block, by any
+        // algorithm; ring and halving-doubling broadcast split the root's input alike, direct
+        // sends it whole.
+        let ring = fingerprint(Collective::AllGather, Algorithm::Ring, 2);
+        assert_eq!(
+            fingerprint(Collective::AllGather, Algorithm::Direct, 2),
+            ring
+        );
+        assert_eq!(
+            fingerprint(Collective::AllGather, Algorithm::HalvingDoubling, 2),
+            ring
+        );
+        let root = Collective::Broadcast { root: 1 };
+        let split = fingerprint(root, Algorithm::Ring, 2);
+        assert_eq!(fingerprint(root, Algorithm::HalvingDoubling, 2), split);
+        assert_ne!(fingerprint(root, Algorithm::Direct, 2), split);
+        // Another root, another world, another algorithm: other work.
+        assert_ne!(
+            fingerprint(Collective::Broadcast { root: 0 }, Algorithm::Ring, 2),
+            split
+        );
+        let sum = Collective::AllReduce(ReduceOperation::Sum);
+        assert_ne!(
+            fingerprint(sum, Algorithm::Ring, 4),
+            fingerprint(sum, Algorithm::Direct, 4)
+        );
+        assert_ne!(
+            fingerprint(sum, Algorithm::Ring, 4),
+            fingerprint(sum, Algorithm::Ring, 8)
+        );
     }
 }
