@@ -12,8 +12,8 @@ fixed algorithm of a cell is the one with the least median time over the runs; t
 the median, over the runs, of each run's own ratio of auto to it. `auto / its pick` measures the one
 schedule auto resolved to twice in the same run: the method's own noise.
 
-Two algorithms can build the very same schedule (at W = 2 every broadcast is one transfer; ring
-and halving-doubling all-reduce are the same two steps): the tool's JSON rows carry a
+Two algorithms can build the very same schedule (at W = 2 every all-gather algorithm is the same
+step; ring and halving-doubling all-reduce are the same two steps): the tool's JSON rows carry a
 fingerprint of the plan's work (`schedule`). `auto's schedule / best` compares schedules, not
 names: in each run, a schedule's time is the median of every row that ran it (auto's and its
 pick's included), the best schedule is the one with the least median over the runs, and the cell

@@ -56,7 +56,7 @@ pub struct PerfRow {
     pub model_us: Option<f64>,
     /// A fingerprint of the resolved plan's layout and steps ([`schedule_fingerprint`]): rows of
     /// one run with the same fingerprint ran the same schedule, whatever their algorithms are
-    /// called (at W = 2 every broadcast algorithm is one transfer). `None`: no plan known.
+    /// called (at W = 2 every all-gather algorithm is the same step). `None`: no plan known.
     pub schedule: Option<u64>,
 }
 
