@@ -25,5 +25,5 @@ pub mod table;
 
 pub use config::{Average, Setup, Sizes, Step, SweepConfig};
 pub use driver::{Instruments, Place, Places, SweepError, SweepEvent, sweep};
-pub use row::{Measured, PerfRow, Waits};
+pub use row::{Measured, PerfRow, Waits, schedule_fingerprint};
 pub use size::{ParseSizeError, Size, format_size};
