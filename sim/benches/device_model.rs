@@ -17,7 +17,8 @@
 //!
 //! `cargo bench -p ruccl-sim --bench device_model`; in the environment, `POOL_BYTES=0` makes a
 //! device that keeps no allocations for reuse, `ONLY=text` measures only the groups whose name
-//! (as printed) contains `text`.
+//! (as printed) contains `text`, and `MAX_BYTES=16777216` adds sizes past 1 MiB, by factors of 4
+//! up to that many bytes per rank (the fit then weighs them like the others).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a benchmark fails loudly
 
@@ -120,11 +121,22 @@ fn main() {
     }
     let device = builder.build();
     let only = std::env::var("ONLY").unwrap_or_default();
+    let max_bytes: usize = std::env::var("MAX_BYTES").map_or(0, |bytes| {
+        bytes.parse().expect("MAX_BYTES: a number of bytes")
+    });
+    let largest = SIZES[SIZES.len() - 1];
+    let sizes: Vec<usize> = SIZES
+        .into_iter()
+        .chain(
+            std::iter::successors(Some(largest * 4), |bytes| Some(bytes * 4))
+                .take_while(|&bytes| bytes <= max_bytes),
+        )
+        .collect();
     let shared = LinkModel::new(0.0, 1.0, Links::Shared).expect("a valid model");
     let mut groups: Vec<(String, Vec<Sample>)> = Vec::new();
     for world in WORLDS {
         for collective in Collective::KINDS {
-            for bytes in SIZES {
+            for &bytes in &sizes {
                 let elements = (bytes / 4).max(1);
                 let input_len = match collective {
                     Collective::ReduceScatter(_) => elements.next_multiple_of(world),
