@@ -18,7 +18,7 @@
 //! `cargo bench -p ruccl-sim --bench device_model`; in the environment, `POOL_BYTES=0` makes a
 //! device that keeps no allocations for reuse, `ONLY=text` measures only the groups whose name
 //! (as printed) contains `text`, and `MAX_BYTES=16777216` adds sizes past 1 MiB, by factors of 4
-//! up to that many bytes per rank (the fit then weighs them like the others).
+//! up to that many bytes per rank, at most 64 MiB (the fit then weighs them like the others).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a benchmark fails loudly
 
@@ -46,6 +46,8 @@ const SIZES: [usize; 10] = [
     256 << 10,
     1 << 20,
 ];
+/// The most `MAX_BYTES` may ask for, per rank.
+const MAX_BYTES_LIMIT: usize = 64 << 20;
 /// Time spent per plan, at least.
 const BUDGET: Duration = Duration::from_millis(40);
 
@@ -124,11 +126,16 @@ fn main() {
     let max_bytes: usize = std::env::var("MAX_BYTES").map_or(0, |bytes| {
         bytes.parse().expect("MAX_BYTES: a number of bytes")
     });
+    // An all-gather at W = 8 holds 64 inputs' worth of outputs, and a copy of them.
+    assert!(
+        max_bytes <= MAX_BYTES_LIMIT,
+        "MAX_BYTES: at most {MAX_BYTES_LIMIT} bytes per rank"
+    );
     let largest = SIZES[SIZES.len() - 1];
     let sizes: Vec<usize> = SIZES
         .into_iter()
         .chain(
-            std::iter::successors(Some(largest * 4), |bytes| Some(bytes * 4))
+            std::iter::successors(Some(largest * 4), |bytes| bytes.checked_mul(4))
                 .take_while(|&bytes| bytes <= max_bytes),
         )
         .collect();
