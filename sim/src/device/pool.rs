@@ -17,6 +17,11 @@
 //! - a request takes the smallest kept allocation that holds it and is at most twice its size,
 //!   so a small tensor never pins a large allocation; one that finds none frees the kept ones of
 //!   its type too small for it (a sweep to larger sizes leaves nothing behind);
+//! - of several kept allocations of that size, the one given back last (last in, first out): it
+//!   is the likeliest still in the caches, and the others age out. Oldest first made every plan
+//!   run after one that left many allocations behind (a direct all-reduce's copies aside) cycle
+//!   through all of them, cold: 1.5× slower on the device alone (`sim/PERF.md`, "Kept
+//!   allocations: the last given back first");
 //! - an allocation not taken within [`HORIZON`] of the pool's operations is freed, and nothing
 //!   is kept while no request came within the last [`HORIZON`]: memory only given back (a
 //!   caller whose buffers come from elsewhere) goes straight back to the system allocator,
@@ -133,11 +138,18 @@ impl Pool {
         let mut shelf = books::lock(shelf);
         let expired = shelf.tick();
         shelf.last_request = shelf.next_age;
-        // The smallest kept allocation of this type that holds `wanted` bytes.
+        // The smallest size of this type kept that holds `wanted` bytes, and of that size the
+        // allocation given back last: the one most likely still in the caches.
         let best = shelf
             .kept
             .range((kind, wanted, 0)..=(kind, wanted.saturating_mul(2), u64::MAX))
             .next()
+            .and_then(|(&(_, size, _), _)| {
+                shelf
+                    .kept
+                    .range((kind, size, 0)..=(kind, size, u64::MAX))
+                    .next_back()
+            })
             .map(|(&key, _)| key);
         let Some(values) = best.and_then(|key| shelf.remove(key)) else {
             // The sizes in use grew past every kept allocation of this type smaller than the
@@ -267,6 +279,20 @@ mod tests {
         assert_eq!(again[..4], [0.0, 2.0, 3.0, 0.0]);
         assert!(again[4..].iter().all(|&value| value == 0.0));
         assert_eq!(pool.kept_bytes(), 0);
+    }
+
+    #[test]
+    fn of_one_size_the_allocation_given_back_last_is_handed_out_first() {
+        let pool = Pool::new(1 << 30);
+        let first = vec![0f32; LARGE];
+        let second = vec![0f32; LARGE];
+        let (first_address, second_address) = (first.as_ptr(), second.as_ptr());
+        pool.give(first);
+        pool.give(second);
+        let taken: Vec<f32> = pool.copied(&[1.0; LARGE]);
+        assert_eq!(taken.as_ptr(), second_address);
+        let next: Vec<f32> = pool.copied(&[1.0; LARGE]);
+        assert_eq!(next.as_ptr(), first_address);
     }
 
     #[test]
