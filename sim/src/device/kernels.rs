@@ -2,16 +2,9 @@
 //! plain zipped loops over equally long slices so that they auto-vectorise for every element
 //! type and operation (the operation is a zero-sized function item, monomorphised per loop).
 
-/// One piece of a write: what to store into `dst`.
+/// One pass of a fold over a block of a write: what to store into `dst`.
 #[derive(Debug)]
 pub(crate) enum Kernel<'a, T> {
-    /// `dst[i] = src[i]`.
-    Copy {
-        /// The receiver's elements.
-        dst: &'a mut [T],
-        /// The sender's.
-        src: &'a [T],
-    },
     /// `dst[i] = op(dst[i], src[i])`: the receiver's value (or fold so far) comes first.
     Accumulate {
         /// The receiver's elements.
@@ -37,86 +30,10 @@ pub(crate) enum Kernel<'a, T> {
     },
 }
 
-impl<'a, T: Copy> Kernel<'a, T> {
-    /// The number of elements written.
-    pub(crate) fn len(&self) -> usize {
-        match self {
-            Kernel::Copy { dst, .. }
-            | Kernel::Accumulate { dst, .. }
-            | Kernel::AccumulateLeft { dst, .. }
-            | Kernel::Combine { dst, .. } => dst.len(),
-        }
-    }
-
-    /// Split into the first `at` elements and the rest (`at <= len()`).
-    pub(crate) fn split_at(self, at: usize) -> (Self, Self) {
-        match self {
-            Kernel::Copy { dst, src } => {
-                let ((dst_low, dst_high), (src_low, src_high)) =
-                    (dst.split_at_mut(at), src.split_at(at));
-                (
-                    Kernel::Copy {
-                        dst: dst_low,
-                        src: src_low,
-                    },
-                    Kernel::Copy {
-                        dst: dst_high,
-                        src: src_high,
-                    },
-                )
-            }
-            Kernel::Accumulate { dst, src } => {
-                let ((dst_low, dst_high), (src_low, src_high)) =
-                    (dst.split_at_mut(at), src.split_at(at));
-                (
-                    Kernel::Accumulate {
-                        dst: dst_low,
-                        src: src_low,
-                    },
-                    Kernel::Accumulate {
-                        dst: dst_high,
-                        src: src_high,
-                    },
-                )
-            }
-            Kernel::AccumulateLeft { dst, src } => {
-                let ((dst_low, dst_high), (src_low, src_high)) =
-                    (dst.split_at_mut(at), src.split_at(at));
-                (
-                    Kernel::AccumulateLeft {
-                        dst: dst_low,
-                        src: src_low,
-                    },
-                    Kernel::AccumulateLeft {
-                        dst: dst_high,
-                        src: src_high,
-                    },
-                )
-            }
-            Kernel::Combine { dst, left, right } => {
-                let (dst_low, dst_high) = dst.split_at_mut(at);
-                let ((left_low, left_high), (right_low, right_high)) =
-                    (left.split_at(at), right.split_at(at));
-                (
-                    Kernel::Combine {
-                        dst: dst_low,
-                        left: left_low,
-                        right: right_low,
-                    },
-                    Kernel::Combine {
-                        dst: dst_high,
-                        left: left_high,
-                        right: right_high,
-                    },
-                )
-            }
-        }
-    }
-
+impl<T: Copy> Kernel<'_, T> {
     /// Run the kernel with the step's operation.
     pub(crate) fn run(self, op: impl Fn(T, T) -> T + Copy) {
         match self {
-            Kernel::Copy { dst, src } => dst.copy_from_slice(src),
             Kernel::Accumulate { dst, src } => {
                 for (mine, &theirs) in dst.iter_mut().zip(src) {
                     *mine = op(*mine, theirs);

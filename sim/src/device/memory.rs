@@ -11,7 +11,7 @@ use super::error::SimError;
 use super::kernels::{Kernel, map_in_place};
 use super::parallel;
 use super::pool::Pool;
-use super::step::{Source, StepLayout, WriteKind};
+use super::step::{Source, StepLayout, Write, WriteKind};
 use super::{SimPrepared, SimTensor};
 use crate::host::{ElementType, HostValues};
 use half::{bf16, f16};
@@ -161,8 +161,12 @@ fn step<T: Stored>(
 }
 
 /// Copy the snapshots, then run every write: copies, or folds in the contract's order —
-/// `before` (folded from the left, through a scratch buffer when there are two or more), the
-/// receiver's own value, then `after`.
+/// `before` (folded from the left), the receiver's own value, then `after`.
+///
+/// A step worth one thread runs write by write on the calling thread. A larger one is cut into
+/// one share per thread as a whole ([`parallel::run_pieces`]): one set of threads per step,
+/// however many writes it has (a thread per large write cost tens of microseconds each, which
+/// the device's model cannot see).
 fn apply<T: Stored, F: Fn(T, T) -> T + Copy + Sync>(
     buffers: &mut [Vec<T>],
     layout: &StepLayout,
@@ -175,75 +179,201 @@ fn apply<T: Stored, F: Fn(T, T) -> T + Copy + Sync>(
         .iter()
         .map(|(rank, range)| pool.copied(&buffers[*rank][range.clone()]))
         .collect();
-    let run = |kernel: Kernel<'_, T>| {
-        if parallel::worth(kernel.len(), size_of::<T>(), threads) <= 1 {
-            // One thread's worth: run it here, without the list the splitter takes.
-            kernel.run(op);
-        } else {
-            parallel::run_pieces(vec![kernel], size_of::<T>(), threads, |piece| piece.run(op));
-        }
-    };
-    let mut scratch: Vec<T> = Vec::new();
-    for write in &layout.writes {
-        let len = write.range.len();
-        // The receiver's buffer is taken out while its sources are read from the others': a
-        // transfer never reads its own receiver (checked), so the hole is never read.
-        let mut target = std::mem::take(&mut buffers[write.to]);
-        {
+    let total: usize = layout.writes.iter().map(|write| write.range.len()).sum();
+    if parallel::worth(total, size_of::<T>(), threads) <= 1 {
+        let mut scratch: Vec<T> = Vec::new();
+        for write in &layout.writes {
+            let len = write.range.len();
+            // The receiver's buffer is taken out while its sources are read from the others': a
+            // transfer never reads its own receiver (checked), so the hole is never read.
+            let mut target = std::mem::take(&mut buffers[write.to]);
             let read = |source: &Source| -> &[T] {
                 match *source {
                     Source::Live { rank, start } => &buffers[rank][start..start + len],
                     Source::Copied { index, offset } => &copies[index][offset..offset + len],
                 }
             };
-            let dst = &mut target[write.range.clone()];
-            match &write.kind {
-                WriteKind::Copy(source) => run(Kernel::Copy {
-                    dst,
-                    src: read(source),
-                }),
-                WriteKind::Fold { before, after } => {
-                    match before.as_slice() {
-                        [] => {}
-                        [only] => run(Kernel::AccumulateLeft {
-                            dst: &mut *dst,
-                            src: read(only),
-                        }),
-                        [first, second, rest @ ..] => {
-                            scratch.clear();
-                            scratch.resize(len, T::default());
-                            run(Kernel::Combine {
-                                dst: &mut scratch,
-                                left: read(first),
-                                right: read(second),
-                            });
-                            for source in rest {
-                                run(Kernel::Accumulate {
-                                    dst: &mut scratch,
-                                    src: read(source),
-                                });
-                            }
-                            run(Kernel::AccumulateLeft {
-                                dst: &mut *dst,
-                                src: &scratch,
-                            });
-                        }
-                    }
-                    for source in after {
-                        run(Kernel::Accumulate {
-                            dst: &mut *dst,
-                            src: read(source),
-                        });
-                    }
+            run_write(
+                &mut target[write.range.clone()],
+                &write.kind,
+                read,
+                op,
+                &mut scratch,
+            );
+            buffers[write.to] = target;
+        }
+        pool.give(scratch);
+    } else {
+        let (units, unwritten) = units(buffers, layout);
+        let resolve = Resolve {
+            unwritten: &unwritten,
+            copies: &copies,
+        };
+        parallel::run_pieces(units, size_of::<T>(), threads, |unit| {
+            let (offset, len) = (unit.offset, unit.dst.len());
+            let read =
+                |source: &Source| &resolve.full(source, unit.write.range.len())[offset..][..len];
+            run_write(unit.dst, &unit.write.kind, read, op, &mut Vec::new());
+        });
+    }
+    copies.into_iter().for_each(|kept| pool.give(kept));
+}
+
+/// Elements per block of a fold: the receiver's block (and the running fold of the senders
+/// below it) stay in the first-level cache while every sender's block passes over them, so a
+/// fold of `k` senders streams through the receiver once, not `k` times.
+const FOLD_BLOCK: usize = 2048;
+
+/// Run one write into `dst`, whose sources `read` returns as slices as long as `dst`. `scratch`
+/// holds the fold of the senders below the receiver when there are two or more.
+fn run_write<'s, T: Stored + 's, F: Fn(T, T) -> T + Copy>(
+    dst: &mut [T],
+    kind: &WriteKind,
+    read: impl Fn(&Source) -> &'s [T],
+    op: F,
+    scratch: &mut Vec<T>,
+) {
+    let (before, after) = match kind {
+        WriteKind::Copy(source) => {
+            dst.copy_from_slice(read(source));
+            return;
+        }
+        WriteKind::Fold { before, after } => (before.as_slice(), after.as_slice()),
+    };
+    if before.len() >= 2 {
+        scratch.clear();
+        scratch.resize(dst.len().min(FOLD_BLOCK), T::default());
+    }
+    for (index, block) in dst.chunks_mut(FOLD_BLOCK).enumerate() {
+        let range = index * FOLD_BLOCK..index * FOLD_BLOCK + block.len();
+        let sender = |source: &Source| &read(source)[range.clone()];
+        match before {
+            [] => {}
+            [only] => Kernel::AccumulateLeft {
+                dst: &mut *block,
+                src: sender(only),
+            }
+            .run(op),
+            [first, second, rest @ ..] => {
+                let folded = &mut scratch[..block.len()];
+                Kernel::Combine {
+                    dst: &mut *folded,
+                    left: sender(first),
+                    right: sender(second),
                 }
+                .run(op);
+                for source in rest {
+                    Kernel::Accumulate {
+                        dst: &mut *folded,
+                        src: sender(source),
+                    }
+                    .run(op);
+                }
+                Kernel::AccumulateLeft {
+                    dst: &mut *block,
+                    src: folded,
+                }
+                .run(op);
             }
         }
-        buffers[write.to] = target;
+        for source in after {
+            Kernel::Accumulate {
+                dst: &mut *block,
+                src: sender(source),
+            }
+            .run(op);
+        }
     }
-    copies
-        .into_iter()
-        .chain([scratch])
-        .for_each(|kept| pool.give(kept));
+}
+
+/// A piece of one write, for a thread: `dst` is the write's elements from `offset` on.
+struct Unit<'a, T> {
+    dst: &'a mut [T],
+    write: &'a Write,
+    offset: usize,
+}
+
+impl<T: Send + Sync> parallel::Piece for Unit<'_, T> {
+    fn len(&self) -> usize {
+        self.dst.len()
+    }
+    fn split_at(self, at: usize) -> (Self, Self) {
+        let (low, high) = self.dst.split_at_mut(at);
+        (
+            Unit {
+                dst: low,
+                write: self.write,
+                offset: self.offset,
+            },
+            Unit {
+                dst: high,
+                write: self.write,
+                offset: self.offset + at,
+            },
+        )
+    }
+}
+
+/// Every rank's buffer cut at the step's writes: one [`Unit`] per write, and per rank the
+/// stretches no write touches, `(first element, elements)` in order — where every live source
+/// lies, since a source that a write of the step overlaps was copied aside
+/// ([`StepLayout::snapshots`]).
+#[allow(clippy::type_complexity)]
+fn units<'a, T>(
+    buffers: &'a mut [Vec<T>],
+    layout: &'a StepLayout,
+) -> (Vec<Unit<'a, T>>, Vec<Vec<(usize, &'a [T])>>) {
+    let mut order: Vec<&Write> = layout.writes.iter().collect();
+    order.sort_unstable_by_key(|write| (write.to, write.range.start));
+    let mut units = Vec::with_capacity(order.len());
+    let mut unwritten = Vec::with_capacity(buffers.len());
+    let mut writes = order.into_iter().peekable();
+    for (rank, buffer) in buffers.iter_mut().enumerate() {
+        let mut stretches = Vec::new();
+        let mut rest: &'a mut [T] = buffer;
+        let mut at = 0;
+        while let Some(write) = writes.next_if(|write| write.to == rank) {
+            // The writes of one rank are disjoint (checked) and sorted by their start.
+            let (gap, tail) = std::mem::take(&mut rest).split_at_mut(write.range.start - at);
+            let (dst, tail) = tail.split_at_mut(write.range.len());
+            stretches.push((at, &*gap));
+            units.push(Unit {
+                dst,
+                write,
+                offset: 0,
+            });
+            rest = tail;
+            at = write.range.end;
+        }
+        stretches.push((at, &*rest));
+        unwritten.push(stretches);
+    }
+    (units, unwritten)
+}
+
+/// Where a step's sources are, while its writes are handed out.
+struct Resolve<'a, T> {
+    unwritten: &'a [Vec<(usize, &'a [T])>],
+    copies: &'a [Vec<T>],
+}
+
+impl<'a, T> Resolve<'a, T> {
+    /// The `len` elements `source` names.
+    fn full(&self, source: &Source, len: usize) -> &'a [T] {
+        match *source {
+            Source::Live { rank, start } => {
+                let stretches = &self.unwritten[rank];
+                // The stretch holding `start`: the last one starting at or before it (the first
+                // starts at 0). The source lies inside it: no write of the step overlaps it.
+                let index = stretches
+                    .partition_point(|&(first, _)| first <= start)
+                    .saturating_sub(1);
+                let (first, stretch) = stretches[index];
+                &stretch[start - first..][..len]
+            }
+            Source::Copied { index, offset } => &self.copies[index][offset..][..len],
+        }
+    }
 }
 
 /// Where the values a generation hands out are counted and go back to when dropped.

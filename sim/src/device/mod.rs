@@ -19,8 +19,10 @@
 //!
 //! A plan that works in place (all-reduce, reduce-scatter, broadcast) runs in the inputs' own
 //! allocations: `begin` copies nothing. A step copies aside only the sources it also writes
-//! (none in a ring step), and each write is one fused loop (copy; or fold: read two, write one),
-//! split across cores when it is large. A step equal to the one the last generation ran at the
+//! (none in a ring step), and each write is one pass over the receiver's elements (a copy; or a
+//! fold of every sender, block by block, so that the receiver is read and written once however
+//! many senders it has); a step of more than a megabyte per thread is cut across cores as a
+//! whole, one set of threads per step. A step equal to the one the last generation ran at the
 //! same position reuses its checked layout (`layouts.rs`). Fresh buffers, copies aside and uploads reuse large
 //! allocations the device is done with (`pool.rs`), so a steady run touches no fresh pages.
 

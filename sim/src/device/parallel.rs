@@ -9,8 +9,6 @@
 //! Under a model checker (`--cfg ruccl_loom` / `--cfg ruccl_shuttle`) no thread is ever spawned
 //! here: the checkers must see every thread, and these would be invisible to them.
 
-use super::kernels::Kernel;
-
 /// Work below this many bytes per thread runs on fewer threads: spawning a scoped thread costs
 /// tens of microseconds, about what a core streams through a megabyte.
 pub(crate) const MIN_BYTES_PER_THREAD: usize = 1 << 20;
@@ -24,15 +22,6 @@ pub(crate) trait Piece: Send + Sized {
     fn len(&self) -> usize;
     /// The first `at` elements and the rest; `at <= len()`.
     fn split_at(self, at: usize) -> (Self, Self);
-}
-
-impl<T: Copy + Send + Sync> Piece for Kernel<'_, T> {
-    fn len(&self) -> usize {
-        Kernel::len(self)
-    }
-    fn split_at(self, at: usize) -> (Self, Self) {
-        Kernel::split_at(self, at)
-    }
 }
 
 impl<T: Send> Piece for &mut [T] {
