@@ -4,7 +4,8 @@
 //!
 //! Every built-in plan (collective × ring, direct, halving-doubling × W = 2, 4, 8 × 4 B … 1 MiB
 //! of f32) runs through the device's trait on one thread — `begin`, one `exchange` per step,
-//! `finish`, no rendezvous — and its time per generation is the median of many. Within one
+//! `finish`, no rendezvous — and its time per generation is the median of many, the plans of a
+//! group taking turns generation by generation. Within one
 //! (collective, W, size) the algorithms share everything but their steps, so the fit works on
 //! the differences from each group's mean: time = α·steps + γ·transfers + bytes/β, where
 //! `transfers` counts the non-empty transfers and the ranges copied aside and `bytes` the
@@ -48,6 +49,8 @@ const SIZES: [usize; 10] = [
 ];
 /// The most `MAX_BYTES` may ask for, per rank.
 const MAX_BYTES_LIMIT: usize = 64 << 20;
+/// Generations of one plan in a row, the first not counted ([`time_plans`]).
+const BATCH: usize = 4;
 /// Time spent per plan, at least.
 const BUDGET: Duration = Duration::from_millis(40);
 
@@ -60,33 +63,58 @@ struct Sample {
     seconds: f64,
 }
 
-/// The median time of one generation of `plan` on `device`, inputs made outside the timing.
-fn time_plan(device: &SimDevice, plan: &Plan) -> f64 {
-    let world = plan.world();
-    let devices: Vec<DeviceId> = (0..world as u32).map(DeviceId::new).collect();
-    let values = HostValues::F32((0..plan.input_len()).map(|i| (i % 7) as f32).collect());
-    let mut times = Vec::new();
+/// The median time of one generation of each of `plans` on `device`, inputs made outside the
+/// timing. The plans take turns, [`BATCH`] generations each, so that whatever drifts during a
+/// group (the allocations the device keeps, the caches, the machine) weighs on all of them
+/// alike — a plan measured whole after another ran on that one's leftovers (`sim/PERF.md`, "The
+/// last given back first"). The first generation of each turn is not counted: it pays for the
+/// switch (the device lays out steps it did not run last time), which a communicator running
+/// one plan generation after generation does not.
+fn time_plans(device: &SimDevice, plans: &[Plan]) -> Vec<f64> {
+    let mut times: Vec<Vec<f64>> = vec![Vec::new(); plans.len()];
+    let values: Vec<HostValues> = plans
+        .iter()
+        .map(|plan| HostValues::F32((0..plan.input_len()).map(|i| (i % 7) as f32).collect()))
+        .collect();
     let started = Instant::now();
-    while started.elapsed() < BUDGET || times.len() < 20 {
-        let inputs: Vec<_> = devices
-            .iter()
-            .map(|&id| {
-                device
-                    .prepare(device.upload(id, &values).unwrap(), id)
-                    .unwrap()
-            })
-            .collect();
-        let start = Instant::now();
-        let mut work = device.begin(&devices, inputs, plan).unwrap();
-        for step in plan.steps() {
-            device.exchange(&mut work, step).unwrap();
+    let budget = BUDGET * plans.len() as u32;
+    while started.elapsed() < budget || times[0].len() < 20 {
+        for ((plan, values), times) in plans.iter().zip(&values).zip(&mut times) {
+            time_generation(device, plan, values);
+            for _ in 1..BATCH {
+                times.push(time_generation(device, plan, values));
+            }
         }
-        let outputs = device.finish(work, plan).unwrap();
-        times.push(start.elapsed().as_secs_f64());
-        black_box(outputs);
     }
-    times.sort_by(f64::total_cmp);
-    times[times.len() / 2]
+    times
+        .into_iter()
+        .map(|mut times| {
+            times.sort_by(f64::total_cmp);
+            times[times.len() / 2]
+        })
+        .collect()
+}
+
+/// One generation of `plan` over `values` on every rank, timed from `begin` to `finish`.
+fn time_generation(device: &SimDevice, plan: &Plan, values: &HostValues) -> f64 {
+    let devices: Vec<DeviceId> = (0..plan.world() as u32).map(DeviceId::new).collect();
+    let inputs: Vec<_> = devices
+        .iter()
+        .map(|&id| {
+            device
+                .prepare(device.upload(id, values).unwrap(), id)
+                .unwrap()
+        })
+        .collect();
+    let start = Instant::now();
+    let mut work = device.begin(&devices, inputs, plan).unwrap();
+    for step in plan.steps() {
+        device.exchange(&mut work, step).unwrap();
+    }
+    let outputs = device.finish(work, plan).unwrap();
+    let seconds = start.elapsed().as_secs_f64();
+    black_box(outputs);
+    seconds
 }
 
 /// Solve the 3×3 system `a·x = b` by Gaussian elimination with partial pivoting.
@@ -153,11 +181,16 @@ fn main() {
                 if !name.contains(&only) {
                     continue;
                 }
+                let (algorithms, plans): (Vec<Algorithm>, Vec<Plan>) = FIXED
+                    .into_iter()
+                    .filter_map(|algorithm| {
+                        let plan = Plan::new(collective, algorithm, world, input_len).ok()?;
+                        Some((algorithm, plan))
+                    })
+                    .unzip();
+                let times = time_plans(&device, &plans);
                 let mut samples = Vec::new();
-                for algorithm in FIXED {
-                    let Ok(plan) = Plan::new(collective, algorithm, world, input_len) else {
-                        continue;
-                    };
+                for ((algorithm, plan), seconds) in algorithms.into_iter().zip(&plans).zip(times) {
                     // Counted as the model counts them on a shared link (its α and β do not
                     // matter here).
                     let (mut transfers, mut moved) = (0, 0);
@@ -170,7 +203,7 @@ fn main() {
                         steps: plan.steps().len() as f64,
                         transfers: transfers as f64,
                         bytes: (moved * 4) as f64,
-                        seconds: time_plan(&device, &plan),
+                        seconds,
                     });
                 }
                 if samples.len() > 1 {
