@@ -19,7 +19,12 @@
 //!   memory system, that copy costs as much as a transfer, so `k` counts every non-empty
 //!   transfer of the step and every range copied aside. One step of direct all-reduce then
 //!   moves `W·n` elements more than its transfers, which makes it lose to the ring and
-//!   halving-doubling from a few hundred bytes on a shared link.
+//!   halving-doubling from a few hundred bytes on a shared link. A combining step also reads
+//!   and writes the receivers' elements it folds into, once each however many senders fold
+//!   into them ([`Step::folded_elements`]), so `b` counts those too: a reduce-scatter that folds
+//!   all `W-1` senders into a rank's shard in one step crosses the memory system less than one
+//!   that folds them in over `W-1` steps (or `log₂ W`, shard halves each time), although their
+//!   transfers carry the same bytes.
 
 use crate::{Plan, Step};
 
@@ -30,7 +35,8 @@ pub enum Links {
     /// One full-duplex port per rank: the most bytes one rank sends or receives.
     #[default]
     PerRank,
-    /// One link shared by every transfer: the step's total bytes, copies aside included.
+    /// One link shared by every transfer: the step's total bytes, copies aside and the
+    /// receivers' elements a combining step folds into included.
     Shared,
 }
 
@@ -162,9 +168,10 @@ impl LinkModel {
                     .map(|transfer| &transfer.range)
                     .chain(aside.iter().map(|(_, range)| range))
                     .filter(|range| !range.is_empty());
-                ranges.fold((0, 0), |(transfers, elements), range| {
+                let (transfers, elements) = ranges.fold((0, 0), |(transfers, elements), range| {
                     (transfers + 1, elements + range.len())
-                })
+                });
+                (transfers, elements + step.folded_elements())
             }
             Links::PerRank => {
                 // Per rank: (transfers, elements) sent, then received.

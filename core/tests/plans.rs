@@ -214,24 +214,62 @@ fn a_shared_link_prices_the_step_total() {
     let per_rank = LinkModel::new(1e-6, 1e9, Links::PerRank).unwrap();
     let plan = Plan::new(Collective::AllReduce(SUM), Algorithm::Direct, 4, 1000).unwrap();
     let step = &plan.steps()[0];
-    // Twelve transfers of the whole buffer, and every rank's buffer copied aside once (each is
-    // sent and overwritten in the same step).
+    // Twelve transfers of the whole buffer, every rank's buffer copied aside once (each is
+    // sent and overwritten in the same step), and every rank's buffer folded into once.
     assert_eq!(step.copied_aside(), 4 * 1000);
-    assert_eq!(shared.busiest_elements(step, 4), 12 * 1000 + 4 * 1000);
+    assert_eq!(step.folded_elements(), 4 * 1000);
+    assert_eq!(
+        shared.busiest_elements(step, 4),
+        12 * 1000 + 4 * 1000 + 4 * 1000
+    );
     assert_eq!(per_rank.busiest_elements(step, 4), 3 * 1000);
     assert!(LinkModel::new(-1.0, 1e9, Links::Shared).is_err());
     assert!(LinkModel::new(1.0, 0.0, Links::Shared).is_err());
 }
 
 #[test]
+fn a_fold_of_several_senders_reads_and_writes_the_receiver_once() {
+    let transfer = |from, to, range| Transfer { from, to, range };
+    let mut step = Step {
+        combine: true,
+        transfers: vec![
+            transfer(0, 2, 0..4),
+            transfer(1, 2, 2..6),
+            transfer(3, 2, 0..6),
+            transfer(2, 0, 0..3),
+            transfer(1, 0, 5..7),
+            transfer(3, 1, 4..4),
+        ],
+    };
+    // Rank 2: 0..6 once, whoever sends; rank 0: 0..3 and 5..7 apart; rank 1: nothing.
+    assert_eq!(step.folded_elements(), 6 + 3 + 2);
+    step.combine = false;
+    assert_eq!(step.folded_elements(), 0, "an overwrite folds into nothing");
+    // So on a shared link, reduce-scatter folding all senders into a shard in one step (direct)
+    // moves fewer elements than folding them in step by step, with the same transfers' bytes.
+    let shared = LinkModel::new(0.0, 1e9, Links::Shared).unwrap();
+    let elements = |algorithm| -> usize {
+        let plan = Plan::new(Collective::ReduceScatter(SUM), algorithm, 8, 8 * 64).unwrap();
+        plan.steps()
+            .iter()
+            .map(|step| shared.busiest_elements(step, 8))
+            .sum()
+    };
+    let moved = 56 * 64;
+    assert_eq!(elements(Algorithm::Direct), moved + 8 * 64);
+    assert_eq!(elements(Algorithm::Ring), moved + 7 * 8 * 64);
+    assert_eq!(elements(Algorithm::HalvingDoubling), moved + 7 * 8 * 64);
+}
+
+#[test]
 fn a_transfer_cost_prefers_fewer_transfers_when_the_bytes_tie() {
-    // Reduce-scatter on a shared link: ring and direct make 56 transfers at W = 8,
+    // All-gather on a shared link: ring and direct make 56 transfers at W = 8,
     // halving-doubling 8 per step over 3 steps; all three move the same bytes.
-    let collective = Collective::ReduceScatter(SUM);
+    let collective = Collective::AllGather;
     let plain = LinkModel::new(0.0, 1e9, Links::Shared).unwrap();
     let costly = plain.with_transfer_cost(1e-6).unwrap();
     let input = TensorInfo {
-        len: 8 * 64,
+        len: 64,
         element: ElementType::F32,
     };
     let plan = |algorithm| Plan::with_model(collective, algorithm, 8, input, &costly).unwrap();

@@ -34,6 +34,9 @@ pub struct StepTraffic {
     pub copied_aside: usize,
     /// The non-empty ranges those elements were copied aside in ([`Step::overwritten_sources`]).
     pub ranges_aside: usize,
+    /// Elements of the receivers' buffers the step folds into, each once
+    /// ([`Step::folded_elements`]; 0 for an overwriting step): memory traffic on a shared link.
+    pub folded: usize,
 }
 
 impl StepTraffic {
@@ -52,6 +55,7 @@ impl StepTraffic {
             combine: step.combine,
             copied_aside: aside.iter().map(|(_, range)| range.len()).sum(),
             ranges_aside: aside.iter().filter(|(_, range)| !range.is_empty()).count(),
+            folded: step.folded_elements(),
             links: links
                 .into_iter()
                 .map(|((from, to), (elements, transfers))| LinkTraffic {
@@ -88,9 +92,10 @@ impl StepTraffic {
     }
 
     /// The elements on the step's busiest link under `links` (see [`Links`]): the most any rank
-    /// sent or received, or the step's total and its copies aside on a shared link.
+    /// sent or received, or on a shared link the step's total, its copies aside and the
+    /// elements it folds into.
     pub fn busiest_elements(&self, links: Links) -> usize {
-        self.busiest(links, |link| link.elements, self.copied_aside)
+        self.busiest(links, |link| link.elements, self.copied_aside + self.folded)
     }
 
     /// The transfers on the step's busiest link under `links`, as
@@ -99,11 +104,12 @@ impl StepTraffic {
         self.busiest(links, |link| link.transfers, self.ranges_aside)
     }
 
-    /// The busiest link's `count`: the step's total plus `aside` on a shared link, the most one
-    /// rank sends or receives otherwise.
-    fn busiest(&self, links: Links, count: impl Fn(&LinkTraffic) -> usize, aside: usize) -> usize {
+    /// The busiest link's `count`: the step's total plus `beyond` (what the shared memory
+    /// system carries beside the links) on a shared link, the most one rank sends or receives
+    /// otherwise.
+    fn busiest(&self, links: Links, count: impl Fn(&LinkTraffic) -> usize, beyond: usize) -> usize {
         match links {
-            Links::Shared => self.links.iter().map(&count).sum::<usize>() + aside,
+            Links::Shared => self.links.iter().map(&count).sum::<usize>() + beyond,
             _ => {
                 let mut per_rank: BTreeMap<usize, (usize, usize)> = BTreeMap::new();
                 for link in &self.links {

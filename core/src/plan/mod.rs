@@ -98,6 +98,39 @@ impl Step {
             .sum()
     }
 
+    /// Elements of the receivers' buffers a combining step folds into, each counted once
+    /// however many senders fold into it (0 for an overwriting step): a fold reads the
+    /// receiver's value and writes the result, once per element when a device folds every
+    /// sender in one pass. What a shared memory system carries beyond the transfers themselves
+    /// ([`Links::Shared`](crate::Links::Shared)).
+    pub fn folded_elements(&self) -> usize {
+        if !self.combine {
+            return 0;
+        }
+        let mut received: Vec<(usize, Range<usize>)> = self
+            .transfers
+            .iter()
+            .filter(|transfer| !transfer.range.is_empty())
+            .map(|transfer| (transfer.to, transfer.range.clone()))
+            .collect();
+        received.sort_unstable_by_key(|(to, range)| (*to, range.start));
+        // The union per receiver: ranges sorted by start, merged where they overlap.
+        let mut total = 0;
+        let mut open: Option<(usize, Range<usize>)> = None;
+        for (to, range) in received {
+            match &mut open {
+                Some((rank, current)) if *rank == to && range.start <= current.end => {
+                    current.end = current.end.max(range.end);
+                }
+                _ => {
+                    total += open.map_or(0, |(_, current)| current.len());
+                    open = Some((to, range));
+                }
+            }
+        }
+        total + open.map_or(0, |(_, current)| current.len())
+    }
+
     /// A step with the non-empty ones of `transfers`, or `None` if none is.
     fn of(combine: bool, transfers: impl IntoIterator<Item = Transfer>) -> Option<Step> {
         let transfers: Vec<Transfer> = transfers
