@@ -1,11 +1,14 @@
 //! A step large enough to be worth several threads is cut into one share per thread as a whole
 //! (`sim/src/device/memory.rs`, `apply`): its writes, copies and folds of several senders, cut at
 //! any element. Whatever the cut, every rank's output is the bits one thread computes — floats
-//! included, where another fold order would change them.
+//! included, where another fold order would change them — for every built-in plan and for
+//! crafted steps whose senders overlap and whose sources are copied aside.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests fail loudly
 
-use ruccl_core::{Algorithm, Collective, DeviceId, NativeCollectiveDevice, Plan, ReduceOperation};
+use ruccl_core::{
+    Algorithm, Collective, DeviceId, NativeCollectiveDevice, Plan, ReduceOperation, Step, Transfer,
+};
 use ruccl_sim::{HostTensors, HostValues, SimDevice};
 
 /// Elements per input: 2 MiB of f32 and a few more, so that a ring step's writes alone are worth
@@ -93,4 +96,71 @@ fn a_step_cut_across_threads_gives_the_bits_of_one_thread() {
         }
     }
     assert!(compared >= 20, "only {compared} plans compared");
+}
+
+/// Every rank's buffer after `steps` on `device`, from the inputs of a ring all-reduce plan of
+/// `world` ranks (any plan of that shape would do: `begin` only lays out the buffers).
+fn buffers_after(device: &SimDevice, world: usize, steps: &[Step]) -> Vec<Vec<u32>> {
+    let plan = Plan::new(
+        Collective::AllReduce(ReduceOperation::Sum),
+        Algorithm::Ring,
+        world,
+        LENGTH,
+    )
+    .unwrap();
+    let devices: Vec<DeviceId> = (0..world as u32).map(DeviceId::new).collect();
+    let inputs = devices
+        .iter()
+        .enumerate()
+        .map(|(rank, &id)| {
+            let tensor = device.upload(id, &input(rank, LENGTH)).unwrap();
+            device.prepare(tensor, id).unwrap()
+        })
+        .collect();
+    let mut work = device.begin(&devices, inputs, &plan).unwrap();
+    for step in steps {
+        device.exchange(&mut work, step).unwrap();
+    }
+    (0..world)
+        .map(|rank| bits(&work.buffer(rank).unwrap()))
+        .collect()
+}
+
+#[test]
+fn a_crafted_step_of_overlapping_senders_and_copies_aside_cuts_the_same() {
+    let transfer = |from, to, range| Transfer { from, to, range };
+    let (quarter, third) = (LENGTH / 4, LENGTH / 3);
+    let steps = [
+        // Rank 1 folds two overlapping senders; its own range from a third on is sent while
+        // part of it is written (copied aside); rank 2 is written where rank 1 reads nothing.
+        Step {
+            combine: true,
+            transfers: vec![
+                transfer(0, 1, 0..2 * quarter),
+                transfer(2, 1, quarter..3 * quarter),
+                transfer(1, 0, third..LENGTH),
+                transfer(1, 2, 0..quarter / 2),
+                transfer(0, 2, 3 * quarter..LENGTH),
+            ],
+        },
+        // Overwrites: rank 0's start goes to ranks 1 and 2, and rank 2's end to rank 0.
+        Step {
+            combine: false,
+            transfers: vec![
+                transfer(0, 1, 5..quarter + 5),
+                transfer(0, 2, 5..quarter + 5),
+                transfer(2, 0, 2 * quarter..LENGTH),
+            ],
+        },
+    ];
+    let one = buffers_after(&SimDevice::builder().threads(1).build(), 3, &steps);
+    let several = buffers_after(&SimDevice::builder().threads(3).build(), 3, &steps);
+    for (rank, (expected, actual)) in one.iter().zip(&several).enumerate() {
+        if let Some(element) = (0..expected.len()).find(|&i| expected[i] != actual[i]) {
+            panic!("rank {rank} element {element} differs across threads");
+        }
+    }
+    // And the steps did something: rank 1's second element (rank 0's is 0.7 there) is no
+    // longer its input.
+    assert_ne!(one[1][1], bits(&input(1, 2))[1]);
 }

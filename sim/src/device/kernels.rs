@@ -1,4 +1,4 @@
-//! The element loops of the simulated device: one fused pass per piece of a write, written as
+//! The element loops of the simulated device: one fused pass per block of a fold, written as
 //! plain zipped loops over equally long slices so that they auto-vectorise for every element
 //! type and operation (the operation is a zero-sized function item, monomorphised per loop).
 

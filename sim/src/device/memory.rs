@@ -318,11 +318,10 @@ impl<T: Send + Sync> parallel::Piece for Unit<'_, T> {
 /// stretches no write touches, `(first element, elements)` in order — where every live source
 /// lies, since a source that a write of the step overlaps was copied aside
 /// ([`StepLayout::snapshots`]).
-#[allow(clippy::type_complexity)]
 fn units<'a, T>(
     buffers: &'a mut [Vec<T>],
     layout: &'a StepLayout,
-) -> (Vec<Unit<'a, T>>, Vec<Vec<(usize, &'a [T])>>) {
+) -> (Vec<Unit<'a, T>>, Vec<Stretches<'a, T>>) {
     let mut order: Vec<&Write> = layout.writes.iter().collect();
     order.sort_unstable_by_key(|write| (write.to, write.range.start));
     let mut units = Vec::with_capacity(order.len());
@@ -351,9 +350,13 @@ fn units<'a, T>(
     (units, unwritten)
 }
 
+/// One rank's stretches that no write of the step touches: `(first element, elements)`, in
+/// order of their first element, strictly increasing.
+type Stretches<'a, T> = Vec<(usize, &'a [T])>;
+
 /// Where a step's sources are, while its writes are handed out.
 struct Resolve<'a, T> {
-    unwritten: &'a [Vec<(usize, &'a [T])>],
+    unwritten: &'a [Stretches<'a, T>],
     copies: &'a [Vec<T>],
 }
 
