@@ -9,7 +9,7 @@
 use ruccl_core::{
     Algorithm, Collective, DeviceId, NativeCollectiveDevice, Plan, ReduceOperation, Step, Transfer,
 };
-use ruccl_sim::{HostTensors, HostValues, SimDevice};
+use ruccl_sim::{HostTensors, HostValues, SimDevice, SimWork};
 
 /// Elements per input: 2 MiB of f32 and a few more, so that a ring step's writes alone are worth
 /// two threads, and no share ends where a write does.
@@ -24,8 +24,8 @@ fn input(rank: usize, length: usize) -> HostValues {
     )
 }
 
-/// Every rank's output of one generation of `plan` on `device`.
-fn outputs(device: &SimDevice, plan: &Plan) -> Vec<HostValues> {
+/// A generation of `plan` on `device` begun with every rank's [`input`], and `steps` exchanged.
+fn exchanged(device: &SimDevice, plan: &Plan, steps: &[Step]) -> SimWork {
     let devices: Vec<DeviceId> = (0..plan.world() as u32).map(DeviceId::new).collect();
     let inputs = devices
         .iter()
@@ -36,9 +36,15 @@ fn outputs(device: &SimDevice, plan: &Plan) -> Vec<HostValues> {
         })
         .collect();
     let mut work = device.begin(&devices, inputs, plan).unwrap();
-    for step in plan.steps() {
+    for step in steps {
         device.exchange(&mut work, step).unwrap();
     }
+    work
+}
+
+/// Every rank's output of one generation of `plan` on `device`.
+fn outputs(device: &SimDevice, plan: &Plan) -> Vec<HostValues> {
+    let work = exchanged(device, plan, plan.steps());
     device
         .finish(work, plan)
         .unwrap()
@@ -108,19 +114,7 @@ fn buffers_after(device: &SimDevice, world: usize, steps: &[Step]) -> Vec<Vec<u3
         LENGTH,
     )
     .unwrap();
-    let devices: Vec<DeviceId> = (0..world as u32).map(DeviceId::new).collect();
-    let inputs = devices
-        .iter()
-        .enumerate()
-        .map(|(rank, &id)| {
-            let tensor = device.upload(id, &input(rank, LENGTH)).unwrap();
-            device.prepare(tensor, id).unwrap()
-        })
-        .collect();
-    let mut work = device.begin(&devices, inputs, &plan).unwrap();
-    for step in steps {
-        device.exchange(&mut work, step).unwrap();
-    }
+    let work = exchanged(device, &plan, steps);
     (0..world)
         .map(|rank| bits(&work.buffer(rank).unwrap()))
         .collect()
