@@ -20,8 +20,8 @@
 //! - of several kept allocations of that size, the one given back last (last in, first out): it
 //!   is the likeliest still in the caches, and the others age out. Oldest first made every plan
 //!   run after one that left many allocations behind (a direct all-reduce's copies aside) cycle
-//!   through all of them, cold: 1.5× slower on the device alone (`sim/PERF.md`, "Kept
-//!   allocations: the last given back first");
+//!   through all of them, cold: 1.5× slower on the device alone (`sim/PERF.md`, "The last
+//!   given back first");
 //! - an allocation not taken within [`HORIZON`] of the pool's operations is freed, and nothing
 //!   is kept while no request came within the last [`HORIZON`]: memory only given back (a
 //!   caller whose buffers come from elsewhere) goes straight back to the system allocator,
