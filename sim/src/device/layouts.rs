@@ -1,4 +1,5 @@
-//! [`Layouts`]: the steps of the last generation, checked, laid out and priced once.
+//! The steps of the last generation, checked, laid out and priced once, and the [`Cursor`] a
+//! generation walks them with.
 //!
 //! A communicator runs the same plan generation after generation, and checking a step and laying
 //! it out ([`StepLayout::new`]) costs more than moving a few elements: at W = 2 a one-element
@@ -10,21 +11,30 @@
 //! so a caller that hands the device a different step (a wrong device under test, another plan)
 //! is judged exactly as before.
 //!
-//! Bounded: one generation's steps are kept, the last one that missed. Harness bookkeeping
-//! behind std's lock, like the census's books: a checker never sees it, and a race between two
-//! communicators sharing a device only costs a miss.
+//! Bounded: one generation's steps are kept per thread, the last one that missed.
+//!
+//! **Per thread, not per device.** The generation's runner is whichever rank arrived last, so it
+//! changes threads from one generation to the next (at W = 2, every generation). Books shared by
+//! the device's clones — a lock, reference counts — were written by one core and then read and
+//! written by the other in every generation, and each such cache line crossing cores cost more
+//! than the step itself (`sim/PERF.md`, "What crosses cores in a small generation"). A laid-out
+//! step is a pure function of the step, the world and the buffer length, so a memo per thread
+//! is as sound as one per device: every runner finds its own, and nothing here is shared. Under
+//! a checker the model's threads may share one memo (loom runs them on the test's thread), which
+//! changes nothing but how often a step is laid out afresh: the memo is only borrowed inside
+//! [`Cursor::start`] and [`Cursor::finish`], never across an operation the checker sees.
 
 #![allow(
     clippy::disallowed_types,
-    reason = "harness bookkeeping like the census's books: its `Arc`s are std's, shared only \
-              through the books' lock, and kept out of the checkers' state space"
+    reason = "a per-thread memo: its `Arc`s never leave the thread's own books except inside a \
+              generation's work, and are kept out of the checkers' state space"
 )]
 
-use super::census::books;
 use super::error::SimError;
 use super::step::StepLayout;
 use crate::ledger::StepTraffic;
 use ruccl_core::Step;
+use std::cell::RefCell;
 use std::sync::Arc;
 
 /// One step as checked and laid out for a world and a buffer length.
@@ -57,33 +67,13 @@ impl LaidOut {
     }
 }
 
-/// The steps of one generation, in the order they ran.
+/// The steps of one generation, in the order they ran. `Arc`, not `Rc`: a generation's work
+/// holds them and may be moved to another thread by its owner.
 type Steps = Arc<Vec<Arc<LaidOut>>>;
 
-/// A device's last generation's steps; clones share them.
-#[derive(Clone, Debug, Default)]
-pub(crate) struct Layouts {
-    last: books::Shared<Steps>,
-}
-
-impl Layouts {
-    /// What a generation beginning now may reuse.
-    pub(crate) fn start(&self) -> Cursor {
-        Cursor {
-            last: Arc::clone(&books::lock(&self.last)),
-            done: 0,
-            renewed: None,
-        }
-    }
-
-    /// Keep the steps of a generation that finished, if any of them was laid out afresh.
-    pub(crate) fn finish(&self, cursor: Cursor) {
-        if let Some(renewed) = cursor.renewed {
-            // The lock is released at the end of the statement; the old steps are freed after.
-            let previous = std::mem::replace(&mut *books::lock(&self.last), Arc::new(renewed));
-            drop(previous);
-        }
-    }
+thread_local! {
+    /// The steps of the last generation this thread ran that laid out a step afresh.
+    static LAST: RefCell<Steps> = RefCell::new(Arc::default());
 }
 
 /// One generation's walk through its steps.
@@ -98,6 +88,26 @@ pub(crate) struct Cursor {
 }
 
 impl Cursor {
+    /// A generation beginning now on this thread: it may reuse the steps of the last one this
+    /// thread ran.
+    pub(crate) fn start() -> Self {
+        Self {
+            last: LAST.with(|last| Arc::clone(&last.borrow())),
+            done: 0,
+            renewed: None,
+        }
+    }
+
+    /// The generation finished: keep its steps for the next one on this thread, if any of them
+    /// was laid out afresh.
+    pub(crate) fn finish(self) {
+        if let Some(renewed) = self.renewed {
+            // The old steps are freed after the memo is released.
+            let previous = LAST.with(|last| last.replace(Arc::new(renewed)));
+            drop(previous);
+        }
+    }
+
     /// The layout of this generation's next step, `step`: the last generation's at the same
     /// position if it is the same step for the same world and buffer length, else checked and
     /// laid out now.
@@ -132,7 +142,7 @@ impl Cursor {
 
 #[cfg(test)]
 mod tests {
-    use super::Layouts;
+    use super::Cursor;
     use crate::SimError;
     use ruccl_core::{Step, Transfer};
 
@@ -156,26 +166,47 @@ mod tests {
 
     #[test]
     fn a_repeated_generation_reuses_the_laid_out_steps() {
-        let layouts = Layouts::default();
-        let mut first = layouts.start();
+        let mut first = Cursor::start();
         let a = first.next(&step(0..2), 2, 4).unwrap();
-        layouts.finish(first);
-        let mut second = layouts.start();
+        first.finish();
+        let mut second = Cursor::start();
         let b = second.next(&step(0..2), 2, 4).unwrap();
         assert!(std::sync::Arc::ptr_eq(&a, &b));
         assert!(second.renewed.is_none());
     }
 
     #[test]
+    fn each_thread_keeps_its_own_steps() {
+        let mut here = Cursor::start();
+        let a = here.next(&step(0..2), 2, 4).unwrap();
+        here.finish();
+        let elsewhere = std::thread::spawn(|| {
+            let mut there = Cursor::start();
+            let b = there.next(&step(0..2), 2, 4).unwrap();
+            let fresh = there.renewed.is_some();
+            there.finish();
+            (b, fresh)
+        })
+        .join()
+        .unwrap();
+        assert!(elsewhere.1, "another thread found this thread's steps");
+        assert!(!std::sync::Arc::ptr_eq(&a, &elsewhere.0));
+        let mut again = Cursor::start();
+        assert!(std::sync::Arc::ptr_eq(
+            &a,
+            &again.next(&step(0..2), 2, 4).unwrap()
+        ));
+    }
+
+    #[test]
     fn another_step_world_or_length_is_laid_out_afresh() {
-        let layouts = Layouts::default();
-        let mut first = layouts.start();
+        let mut first = Cursor::start();
         let a = first.next(&step(0..2), 2, 4).unwrap();
-        layouts.finish(first);
+        first.finish();
         for (other, world, buffer_len) in
             [(step(0..3), 2, 4), (step(0..2), 3, 4), (step(0..2), 2, 5)]
         {
-            let mut cursor = layouts.start();
+            let mut cursor = Cursor::start();
             let b = cursor.next(&other, world, buffer_len).unwrap();
             assert!(!std::sync::Arc::ptr_eq(&a, &b));
         }
@@ -183,11 +214,10 @@ mod tests {
 
     #[test]
     fn a_step_that_was_once_valid_is_still_checked_when_it_changes() {
-        let layouts = Layouts::default();
-        let mut first = layouts.start();
+        let mut first = Cursor::start();
         first.next(&step(0..2), 2, 4).unwrap();
-        layouts.finish(first);
-        let mut second = layouts.start();
+        first.finish();
+        let mut second = Cursor::start();
         // The same transfers, but past the end of a shorter buffer.
         assert!(matches!(
             second.next(&step(0..2), 2, 1),
@@ -197,16 +227,15 @@ mod tests {
 
     #[test]
     fn a_generation_that_diverges_keeps_its_own_steps_for_the_next() {
-        let layouts = Layouts::default();
-        let mut first = layouts.start();
+        let mut first = Cursor::start();
         first.next(&step(0..1), 2, 4).unwrap();
         first.next(&step(1..2), 2, 4).unwrap();
-        layouts.finish(first);
-        let mut second = layouts.start();
+        first.finish();
+        let mut second = Cursor::start();
         let same = second.next(&step(0..1), 2, 4).unwrap();
         let changed = second.next(&step(2..3), 2, 4).unwrap();
-        layouts.finish(second);
-        let mut third = layouts.start();
+        second.finish();
+        let mut third = Cursor::start();
         assert!(std::sync::Arc::ptr_eq(
             &same,
             &third.next(&step(0..1), 2, 4).unwrap()

@@ -7,7 +7,7 @@
 //! | `error.rs`     | [`SimError`], one variant per contract violation             |
 //! | `validate.rs`  | the checks `begin` runs before touching data                 |
 //! | `step.rs`      | a step checked and laid out: snapshots, copies, folds        |
-//! | `layouts.rs`   | the last generation's laid-out steps, reused when repeated   |
+//! | `layouts.rs`   | the last generation's laid-out steps (per thread), reused    |
 //! | `memory.rs`    | the per-rank working buffers of one generation                |
 //! | `kernels.rs`   | the fused element loops                                      |
 //! | `parallel.rs`  | splitting a call's loops across cores (not under checkers)   |
@@ -22,9 +22,12 @@
 //! (none in a ring step), and each write is one pass over the receiver's elements (a copy; or a
 //! fold of every sender, block by block, so that the receiver is read and written once however
 //! many senders it has); a step of more than a megabyte per thread is cut across cores as a
-//! whole, one set of threads per step. A step equal to the one the last generation ran at the
-//! same position reuses its checked layout (`layouts.rs`). Fresh buffers, copies aside and uploads reuse large
-//! allocations the device is done with (`pool.rs`), so a steady run touches no fresh pages.
+//! whole, one set of threads per step. A step equal to the one the last generation run on the
+//! same thread ran at the same position reuses its checked layout (`layouts.rs`). Fresh buffers,
+//! copies aside and uploads reuse large allocations the device is done with (`pool.rs`), so a
+//! steady run touches no fresh pages; a small value holds no handle to those shared books, so a
+//! small generation writes nothing the device's clones share but the ledger and the census (if
+//! kept).
 
 mod census;
 mod elements;
@@ -45,7 +48,7 @@ pub use tensor::{SimPrepared, SimTensor};
 use crate::host::{ElementType, HostTensors, HostValues};
 use crate::ledger::{GenerationTraffic, Ledger, StepTraffic};
 use census::{Registry, Token};
-use layouts::{Cursor, Layouts};
+use layouts::Cursor;
 use memory::{Keeping, Memory};
 use pool::Pool;
 use ruccl_core::{
@@ -139,8 +142,6 @@ pub struct SimDevice {
     census: Option<Registry>,
     /// Large allocations kept for reuse.
     pool: Pool,
-    /// The last generation's steps, checked and laid out.
-    layouts: Layouts,
 }
 
 /// The device's fixed settings.
@@ -359,7 +360,6 @@ impl SimDeviceBuilder {
             ledger: Ledger::new(self.retention),
             census: self.census.then(Registry::new),
             pool: Pool::new(self.pool_bytes),
-            layouts: Layouts::default(),
         }
     }
 }
@@ -473,7 +473,7 @@ impl NativeCollectiveDevice for SimDevice {
             buffer_len: plan.buffer_len(),
             memory,
             steps: Vec::with_capacity(plan.steps().len()),
-            cursor: self.layouts.start(),
+            cursor: Cursor::start(),
             _token: self.token(ValueKind::Work),
         })
     }
@@ -517,7 +517,7 @@ impl NativeCollectiveDevice for SimDevice {
             cursor,
             ..
         } = work;
-        self.layouts.finish(cursor);
+        cursor.finish();
         let mean = collective.operation() == Some(ReduceOperation::Mean);
         let divide_by = mean.then_some(devices.len());
         let outputs = memory.into_outputs(

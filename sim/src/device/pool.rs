@@ -212,6 +212,15 @@ impl Pool {
         }
     }
 
+    /// A handle for giving `values`' allocation back later, only if the pool could keep it:
+    /// for a small one (or a pool that keeps nothing), `None`, so that the value holds no
+    /// reference to the shared pool (a reference count every core writes; `sim/PERF.md`, "What
+    /// crosses cores in a small generation").
+    pub(crate) fn keeper_of(&self, values: &HostValues) -> Option<Pool> {
+        let keeps = self.shelf.is_some() && values.allocated_bytes() >= MIN_POOLED_BYTES;
+        keeps.then(|| self.clone())
+    }
+
     /// Keep `values`' allocation for a later request, if it is large enough.
     pub(crate) fn give<T: Stored>(&self, values: Vec<T>) {
         if values.capacity().saturating_mul(size_of::<T>()) >= MIN_POOLED_BYTES {
@@ -279,6 +288,15 @@ mod tests {
         assert_eq!(again[..4], [0.0, 2.0, 3.0, 0.0]);
         assert!(again[4..].iter().all(|&value| value == 0.0));
         assert_eq!(pool.kept_bytes(), 0);
+    }
+
+    #[test]
+    fn only_an_allocation_the_pool_could_keep_holds_a_handle_to_it() {
+        let small = HostValues::F32(vec![0.0; LARGE - 1]);
+        let large = HostValues::F32(vec![0.0; LARGE]);
+        assert!(Pool::new(1 << 30).keeper_of(&small).is_none());
+        assert!(Pool::new(1 << 30).keeper_of(&large).is_some());
+        assert!(Pool::new(0).keeper_of(&large).is_none());
     }
 
     #[test]

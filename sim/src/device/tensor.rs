@@ -19,7 +19,8 @@ pub struct SimTensor {
     device: DeviceId,
     values: HostValues,
     token: Option<Token>,
-    /// Where the allocation goes when the tensor is dropped; `None` for one made outside.
+    /// Where the allocation goes when the tensor is dropped; `None` for one made outside, and
+    /// for one too small for the pool to keep.
     pool: Option<Pool>,
 }
 
@@ -57,9 +58,9 @@ impl SimTensor {
     pub(crate) fn counted(device: DeviceId, values: HostValues, keeping: Keeping<'_>) -> Self {
         Self {
             device,
+            pool: keeping.pool.keeper_of(&values),
             values,
             token: keeping.census.map(|census| census.token(ValueKind::Tensor)),
-            pool: Some(keeping.pool.clone()),
         }
     }
 
