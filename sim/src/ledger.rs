@@ -242,10 +242,55 @@ struct Records {
 /// A handle on a device's traffic records; clones share them. Readable from any thread while the
 /// device runs. Its lock is [`ruccl_core::sync`]'s, so it is visible to loom and shuttle (and, like
 /// every facade object, must be created inside the model under a checker).
+///
+/// A harness timing many identical generations can [`pause`](Self::pause) it: a generation that
+/// begins while the ledger is paused is not recorded, and its device work takes no lock and
+/// allocates nothing for the ledger (`sim/PERF.md`, "What crosses cores in a small generation").
 #[derive(Clone)]
 pub struct Ledger {
     records: Arc<Mutex<Records>>,
+    pauses: pause::Pauses,
 }
+
+/// The pause count: harness bookkeeping, read once per generation, behind std's atomics like the
+/// device's census books (a checker never sees it; models do not pause).
+#[allow(
+    clippy::disallowed_types,
+    reason = "harness bookkeeping kept out of the checkers' state space, like the census's books"
+)]
+mod pause {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    /// How many [`LedgerPause`]s are alive; shared by a ledger's clones.
+    #[derive(Clone, Debug, Default)]
+    pub(super) struct Pauses(Arc<AtomicUsize>);
+
+    impl Pauses {
+        pub(super) fn pause(&self) -> LedgerPause {
+            self.0.fetch_add(1, Ordering::AcqRel);
+            LedgerPause(self.clone())
+        }
+
+        pub(super) fn paused(&self) -> bool {
+            self.0.load(Ordering::Acquire) > 0
+        }
+    }
+
+    /// While alive, the [`Ledger`](super::Ledger) it came from records nothing; dropping it
+    /// resumes recording (once every pause is dropped).
+    #[derive(Debug)]
+    #[must_use = "the ledger resumes recording when the pause is dropped"]
+    pub struct LedgerPause(Pauses);
+
+    impl Drop for LedgerPause {
+        fn drop(&mut self) {
+            (self.0).0.fetch_sub(1, Ordering::AcqRel);
+        }
+    }
+}
+
+pub use pause::LedgerPause;
 
 impl Ledger {
     /// An empty ledger that keeps the most recent `retention` records (`None`: all of them).
@@ -256,7 +301,20 @@ impl Ledger {
                 retention,
                 recorded: 0,
             })),
+            pauses: pause::Pauses::default(),
         }
+    }
+
+    /// Stop recording until the returned guard (and every other pause) is dropped. A generation
+    /// that began before the pause is still recorded; one that begins during it is not, and does
+    /// not advance [`recorded`](Self::recorded).
+    pub fn pause(&self) -> LedgerPause {
+        self.pauses.pause()
+    }
+
+    /// Whether a pause is alive: a generation beginning now would not be recorded.
+    pub fn is_paused(&self) -> bool {
+        self.pauses.paused()
     }
 
     /// Append a generation's traffic, setting its `sequence`.

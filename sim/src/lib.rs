@@ -56,5 +56,5 @@ pub use device::{
 pub use fault::{FaultPlan, FaultSpec, FaultyDevice, FaultyError, FaultyTensor};
 pub use host::{ElementType, HostTensors, HostValues};
 pub use intercept::{Intercept, Intercepted, InterceptedWork};
-pub use ledger::{GenerationTraffic, Ledger, LinkTraffic, StepTraffic};
+pub use ledger::{GenerationTraffic, Ledger, LedgerPause, LinkTraffic, StepTraffic};
 pub use trace::{Tracer, TracingDevice};

@@ -181,6 +181,27 @@ fn the_ledger_keeps_generations_in_order_within_its_retention() {
 }
 
 #[test]
+fn a_generation_that_begins_while_the_ledger_is_paused_is_not_recorded() {
+    let device = SimDevice::new();
+    all_reduce(&device, 2, 10);
+    let ledger = device.ledger();
+    let (first, second) = (ledger.pause(), ledger.pause());
+    assert!(ledger.is_paused());
+    let last = all_reduce(&device, 2, 20);
+    assert_eq!(
+        (last.sequence, last.input_len),
+        (0, 10),
+        "recorded while paused"
+    );
+    assert_eq!(ledger.recorded(), 1);
+    drop(first);
+    assert!(ledger.is_paused(), "resumed while a pause was still held");
+    drop(second);
+    let resumed = all_reduce(&device, 2, 30);
+    assert_eq!((resumed.sequence, resumed.input_len), (1, 30));
+}
+
+#[test]
 fn a_device_told_not_to_record_keeps_an_empty_ledger() {
     let device = SimDevice::builder().record_traffic(false).build();
     let devices = vec![DeviceId::new(0)];

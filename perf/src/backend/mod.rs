@@ -114,9 +114,12 @@ pub fn run_on<C: OnDevice>(
             let model = sim_link_model(args)?;
             let build = |in_place: bool| {
                 // No census: the tool never reads it, and its shared registry would be one lock
-                // operation per value made or dropped on the measured path.
+                // operation per value made or dropped on the measured path. Only the
+                // out-of-place device's ledger is read (the `traffic` column), and the sweep
+                // pauses it while it times (`Instruments::ledger`).
                 let mut builder = SimDevice::builder()
                     .in_place(in_place)
+                    .record_traffic(!in_place)
                     .ledger_retention(Some(1))
                     .census(false);
                 if let Some(threads) = args.device_threads {

@@ -80,7 +80,9 @@ impl Place {
 #[derive(Clone, Debug)]
 pub struct Instruments {
     /// The out-of-place device's traffic ledger (the `traffic` column); without one, the plan
-    /// is priced instead and no ratio is reported.
+    /// is priced instead and no ratio is reported. Rank 0 pauses it while the ranks time their
+    /// generations: the column is the untimed sync generation's traffic (every generation of a
+    /// size runs the same plan), and the timed ones pay nothing for the harness's books.
     pub ledger: Option<Ledger>,
     /// The probe the devices are behind: it records every call when tracing.
     pub probe: Probe,
@@ -468,8 +470,13 @@ impl<D: HostTensors> Shared<'_, D> {
         let output = self.collective(rank, config, setup, place, tensor, generation)?;
         // Rank 0 got the sync generation's output, so it is published and its waits counted;
         // the first timed one needs rank 0's next call: the difference to the reading after
-        // the timed loop is exactly the timed generations'.
+        // the timed loop is exactly the timed generations'. The sync generation is recorded in
+        // the ledger by now, too; the timed ones, which begin after the gate, are not.
         let waited_before = (rank == 0).then(|| self.communicator(place).wait_stats());
+        let paused = match (&self.instruments.ledger, rank) {
+            (Some(ledger), 0) => Some(ledger.pause()),
+            _ => None,
+        };
         let elapsed = if setup.counts.recv == setup.counts.send {
             drop(values);
             self.gate(rank, setup)?;
@@ -504,8 +511,9 @@ impl<D: HostTensors> Shared<'_, D> {
         };
         lock(&self.times)[rank] = elapsed.as_secs_f64() / config.iterations as f64;
         self.gate(rank, setup)?;
-        let time_us = config.average.of(&lock(&self.times)) * 1e6;
         // Every rank has returned from its last timed call.
+        drop(paused);
+        let time_us = config.average.of(&lock(&self.times)) * 1e6;
         let waits = waited_before.map(|before| {
             let after = self.communicator(place).wait_stats();
             Waits {

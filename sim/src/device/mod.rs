@@ -289,7 +289,8 @@ impl SimDeviceBuilder {
     }
 
     /// Whether `finish` records traffic in the ledger; on by default. Turning it off removes the
-    /// ledger's lock from the collective path (fewer interleavings for a model checker).
+    /// ledger's lock from the collective path (fewer interleavings for a model checker); to stop
+    /// recording for a while instead, [`Ledger::pause`] it.
     pub fn record_traffic(mut self, record: bool) -> Self {
         self.record_traffic = record;
         self
@@ -387,6 +388,9 @@ pub struct SimWork {
     buffer_len: usize,
     memory: Memory,
     steps: Vec<StepTraffic>,
+    /// Whether the generation's traffic goes into the ledger: the device records traffic and
+    /// the ledger was not paused when the generation began.
+    recording: bool,
     /// Where the generation is in its steps, and the last generation's to reuse.
     cursor: Cursor,
     /// The work's entry in the census.
@@ -465,6 +469,7 @@ impl NativeCollectiveDevice for SimDevice {
             }
         }
         let memory = Memory::new(element_type, inputs, plan, self.config.in_place, &self.pool)?;
+        let recording = self.config.record_traffic && !self.ledger.is_paused();
         Ok(SimWork {
             devices: devices.to_vec(),
             collective: plan.collective(),
@@ -472,7 +477,8 @@ impl NativeCollectiveDevice for SimDevice {
             input_len: plan.input_len(),
             buffer_len: plan.buffer_len(),
             memory,
-            steps: Vec::with_capacity(plan.steps().len()),
+            steps: Vec::with_capacity(if recording { plan.steps().len() } else { 0 }),
+            recording,
             cursor: Cursor::start(),
             _token: self.token(ValueKind::Work),
         })
@@ -487,7 +493,7 @@ impl NativeCollectiveDevice for SimDevice {
             .map_or(ReduceOperation::Sum, ReduceOperation::combining);
         work.memory
             .step(&laid_out.layout, combining, self.config.threads, &self.pool);
-        if self.config.record_traffic {
+        if work.recording {
             work.steps.push(laid_out.traffic.clone());
         }
         Ok(())
@@ -514,6 +520,7 @@ impl NativeCollectiveDevice for SimDevice {
             input_len,
             memory,
             steps,
+            recording,
             cursor,
             ..
         } = work;
@@ -527,7 +534,7 @@ impl NativeCollectiveDevice for SimDevice {
             self.config.threads,
             self.keeping(),
         );
-        if self.config.record_traffic {
+        if recording {
             self.ledger.record(GenerationTraffic {
                 sequence: 0,
                 devices,
