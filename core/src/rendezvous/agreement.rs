@@ -64,11 +64,42 @@ pub(crate) struct PlanKey {
 }
 
 /// The last resolved built-in plan, kept by the communicator so that a repeated request builds
-/// and prices nothing. The runner of a generation takes it out and puts it back.
+/// and prices nothing. The runner of a generation takes it out and puts it back — the box, not
+/// the plan: the runner changes threads from one generation to the next, and a plan moved by
+/// value is written anew each time, so the next runner's core would fetch every line of it
+/// again; boxed, the plan is only read once kept, and its lines stay in both cores' caches.
 #[derive(Debug)]
 pub(crate) struct CachedPlan {
     key: PlanKey,
     plan: Plan,
+}
+
+/// The plan a generation runs.
+pub(crate) enum Resolved {
+    /// The kept plan matched the request: it goes back into the cache as it is.
+    Kept(Box<CachedPlan>),
+    /// A plan built (or handed in) now, with the key to keep it under (`None` for a custom
+    /// plan, which is never kept).
+    Built(Plan, Option<PlanKey>),
+}
+
+impl Resolved {
+    /// The plan to run.
+    pub(crate) fn plan(&self) -> &Plan {
+        match self {
+            Resolved::Kept(kept) => &kept.plan,
+            Resolved::Built(plan, _) => plan,
+        }
+    }
+
+    /// What to keep for the next generation once the plan ran: a built-in plan (`None` for a
+    /// custom one).
+    pub(crate) fn into_kept(self) -> Option<Box<CachedPlan>> {
+        match self {
+            Resolved::Kept(kept) => Some(kept),
+            Resolved::Built(plan, key) => key.map(|key| Box::new(CachedPlan { key, plan })),
+        }
+    }
 }
 
 /// A generation the ranks agreed on: its inputs in rank order and its plan.
@@ -76,35 +107,19 @@ pub(crate) struct Agreed<P> {
     /// The prepared inputs, in rank order.
     pub(crate) inputs: Vec<P>,
     /// The plan to run.
-    pub(crate) plan: Plan,
-    /// What a built-in plan was resolved from (`None` for a custom plan).
-    key: Option<PlanKey>,
-}
-
-impl CachedPlan {
-    /// `plan`, to keep for the next generation once it ran; `None` for a custom plan (no key).
-    pub(crate) fn keep(plan: Plan, key: Option<PlanKey>) -> Option<CachedPlan> {
-        key.map(|key| CachedPlan { key, plan })
-    }
-}
-
-impl<P> Agreed<P> {
-    /// The parts: inputs, plan, and the key to cache the plan under.
-    pub(crate) fn into_parts(self) -> (Vec<P>, Plan, Option<PlanKey>) {
-        (self.inputs, self.plan, self.key)
-    }
+    pub(crate) plan: Resolved,
 }
 
 /// Decide generation `generation` from every rank's submission (one per rank, in rank order):
 /// the inputs and plan to run, or the generation's one error (see the module's precedence).
 /// `cache` holds the last built-in plan resolved on this communicator; a matching one is taken
-/// out of it (the caller puts it back with [`CachedPlan::keep`]). Allocates nothing but the
+/// out of it (the caller puts it back with [`Resolved::into_kept`]). Allocates nothing but the
 /// inputs' vector when the ranks agree (an error's lists are built only on the error's path).
 pub(crate) fn agree<P>(
     generation: u64,
     mut submissions: Vec<Submission<P>>,
     model: &LinkModel,
-    cache: &mut Option<CachedPlan>,
+    cache: &mut Option<Box<CachedPlan>>,
 ) -> Result<Agreed<P>, NativeCollectiveError> {
     let world = submissions.len();
     let decided = requests_agree(generation, &submissions)
@@ -119,13 +134,12 @@ pub(crate) fn agree<P>(
             }),
         });
     match decided {
-        Ok((plan, key)) => Ok(Agreed {
+        Ok(plan) => Ok(Agreed {
             inputs: submissions
                 .into_iter()
                 .filter_map(|submission| submission.prepared.ok().map(|(input, _)| input))
                 .collect(),
             plan,
-            key,
         }),
         Err(error) => {
             discard(submissions);
@@ -210,8 +224,8 @@ fn plan_for(
     world: usize,
     input: TensorInfo,
     model: &LinkModel,
-    cache: &mut Option<CachedPlan>,
-) -> Result<(Plan, Option<PlanKey>), NativeCollectiveError> {
+    cache: &mut Option<Box<CachedPlan>>,
+) -> Result<Resolved, NativeCollectiveError> {
     if let Some(plan) = request.plan.take() {
         if plan.world() != world || plan.input_len() != input.len {
             return Err(NativeCollectiveError::InvalidCollective {
@@ -226,7 +240,7 @@ fn plan_for(
                 ),
             });
         }
-        return Ok((*plan, None));
+        return Ok(Resolved::Built(*plan, None));
     }
     let key = PlanKey {
         collective: request.collective,
@@ -234,8 +248,8 @@ fn plan_for(
         input,
     };
     if let Some(cached) = cache.take_if(|cached| cached.key == key) {
-        return Ok((cached.plan, Some(key)));
+        return Ok(Resolved::Kept(cached));
     }
     let plan = Plan::with_model(request.collective, request.algorithm, world, input, model)?;
-    Ok((plan, Some(key)))
+    Ok(Resolved::Built(plan, Some(key)))
 }

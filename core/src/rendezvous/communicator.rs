@@ -340,13 +340,17 @@ impl<D: NativeCollectiveDevice> NativeCommunicator<D> {
         &self,
         generation: u64,
         batch: Batch<D::Prepared>,
-    ) -> (Outcome<D::Tensor>, Option<CachedPlan>) {
+    ) -> (Outcome<D::Tensor>, Option<Box<CachedPlan>>) {
         let mut cache = batch.cache;
         match agree(generation, batch.submissions, &self.model, &mut cache) {
             Ok(agreed) => {
-                let (inputs, plan, key) = agreed.into_parts();
-                let outcome = run_plan(&self.device, &self.devices, inputs, &plan);
-                (outcome, CachedPlan::keep(plan, key))
+                let outcome = run_plan(
+                    &self.device,
+                    &self.devices,
+                    agreed.inputs,
+                    agreed.plan.plan(),
+                );
+                (outcome, agreed.plan.into_kept())
             }
             Err(error) => (Err(error), cache),
         }

@@ -6,6 +6,7 @@
 
 use super::agreement::{CachedPlan, Request};
 use super::delivery::Deliveries;
+use super::padded::Padded;
 use super::parity;
 use crate::NativeCollectiveDevice;
 use crate::TensorInfo;
@@ -38,7 +39,7 @@ pub(super) struct Batch<P> {
     /// Every rank's submission, in rank order.
     pub(super) submissions: Vec<Submission<P>>,
     /// The last resolved plan, if one is kept.
-    pub(super) cache: Option<CachedPlan>,
+    pub(super) cache: Option<Box<CachedPlan>>,
 }
 
 /// One rank's result, as delivered.
@@ -101,13 +102,15 @@ pub(super) struct State<D: NativeCollectiveDevice> {
     rounds: [Round<D>; 2],
     /// `next[r]`: the generation rank `r` joins with its next call; advanced by `deposit`. A
     /// rank's calls are sequential because the communicator refuses a call for a rank whose
-    /// previous one is still in progress (`Deliveries::busy`, checked under this lock).
-    next: Vec<u64>,
+    /// previous one is still in progress (`Deliveries::busy`, checked under this lock). Each on
+    /// lines of its own: only rank `r`'s deposit writes `next[r]`, and the runner, reading its
+    /// own, would otherwise fetch the line another rank's deposit just wrote.
+    next: Box<[Padded<u64>]>,
     /// The first abort's error. Set once, never cleared.
     aborted: Option<NativeCollectiveError>,
     /// The last built-in plan resolved, kept for the next generation. `None` while a runner
     /// holds it, until `publish` puts it back.
-    cache: Option<CachedPlan>,
+    cache: Option<Box<CachedPlan>>,
     /// Ranks blocked in the condition variable right now; a transition notifies only if `> 0`.
     pub(super) sleepers: usize,
     /// How ranks waited so far.
@@ -119,7 +122,7 @@ impl<D: NativeCollectiveDevice> State<D> {
     pub(super) fn new(world: usize) -> Self {
         Self {
             rounds: [Round::new(world, 0), Round::new(world, 1)],
-            next: vec![0; world],
+            next: (0..world).map(|_| Padded(0)).collect(),
             aborted: None,
             cache: None,
             sleepers: 0,
@@ -146,8 +149,8 @@ impl<D: NativeCollectiveDevice> State<D> {
         submission: Submission<D::Prepared>,
     ) -> (u64, Option<Batch<D::Prepared>>) {
         debug_assert!(self.aborted.is_none());
-        let generation = self.next[rank];
-        self.next[rank] += 1;
+        let generation = self.next[rank].0;
+        self.next[rank].0 += 1;
         let round = self.round(generation);
         if round.stage == Stage::Delivering && round.generation + 2 == generation {
             // The first deposit two generations on: every rank took its delivery of
@@ -183,7 +186,7 @@ impl<D: NativeCollectiveDevice> State<D> {
         &mut self,
         generation: u64,
         outcome: Outcome<D::Tensor>,
-        cache: Option<CachedPlan>,
+        cache: Option<Box<CachedPlan>>,
         rank: usize,
         deliveries: &Deliveries<D::Tensor>,
     ) -> (Delivery<D::Tensor>, Vec<Delivery<D::Tensor>>) {
