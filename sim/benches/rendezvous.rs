@@ -1,7 +1,10 @@
-//! Rendezvous latency: a one-element all-reduce per generation on simulated devices, against one
-//! round of `std::sync::Barrier` and one round of a minimal spin-then-yield barrier, for W = 2, 4,
-//! 8 ranks, all with persistent threads (criterion's `iter_custom`; nothing is spawned per
-//! iteration). Each group holds the three at one W; the ratios are printed at the end.
+//! Rendezvous latency: a one-element all-reduce per generation, against one round of
+//! `std::sync::Barrier` and one round of a minimal spin-then-yield barrier, for W = 2, 4, 8 ranks,
+//! all with persistent threads (criterion's `iter_custom`; nothing is spawned per iteration).
+//! The all-reduce runs three ways: on the default simulated device (its census and traffic
+//! ledger kept), on one without those books (as the perf tool times it), and on a minimal host
+//! device that checks nothing — what the core's rendezvous costs by itself. Each group holds the
+//! five at one W; the ratios are printed at the end.
 //!
 //! `cargo bench -p ruccl-sim --bench rendezvous`
 
@@ -11,8 +14,12 @@ mod common;
 
 use common::{Crew, load_average, median, pretty, record};
 use criterion::{BenchmarkId, Criterion};
-use ruccl_core::{DeviceId, NativeCommunicator, ReduceOperation};
-use ruccl_sim::{HostTensors, HostValues, SimDevice, SimTensor};
+use ruccl_core::{
+    DeviceId, LinkModel, NativeCollectiveDevice, NativeCommunicator, Plan, ReduceOperation, Step,
+    TensorInfo,
+};
+use ruccl_sim::{ElementType, HostTensors, HostValues, SimDevice, SimTensor};
+use std::convert::Infallible;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Barrier};
 use std::time::Duration;
@@ -62,15 +69,82 @@ impl SpinYieldBarrier {
     }
 }
 
-fn all_reduce_crew(world: usize) -> Crew {
-    let device = SimDevice::new();
+/// The core's rendezvous by itself: a host device that checks nothing and sums f32 tensors in
+/// place, each step reading a copy of the state before it (the contract's pre-step reads; it
+/// folds in transfer order, not the contract's rank order, which a sum of ones does not see).
+/// Plans are priced with the simulated device's model, so `Auto` picks the same ones.
+#[derive(Clone)]
+struct MinimalDevice {
+    model: LinkModel,
+}
+
+impl NativeCollectiveDevice for MinimalDevice {
+    type Tensor = Vec<f32>;
+    type Prepared = Vec<f32>;
+    /// Every rank's buffer, and the copy a step reads from.
+    type Work = (Vec<Vec<f32>>, Vec<Vec<f32>>);
+    type Error = Infallible;
+
+    fn prepare(&self, tensor: Vec<f32>, _: DeviceId) -> Result<Vec<f32>, Infallible> {
+        Ok(tensor)
+    }
+
+    fn describe(&self, input: &Vec<f32>) -> TensorInfo {
+        TensorInfo {
+            len: input.len(),
+            element: ElementType::F32,
+        }
+    }
+
+    fn begin(
+        &self,
+        _: &[DeviceId],
+        inputs: Vec<Vec<f32>>,
+        _: &Plan,
+    ) -> Result<Self::Work, Infallible> {
+        let before = inputs.clone();
+        Ok((inputs, before))
+    }
+
+    fn exchange(&self, work: &mut Self::Work, step: &Step) -> Result<(), Infallible> {
+        let (buffers, before) = work;
+        for (copy, buffer) in before.iter_mut().zip(buffers.iter()) {
+            copy.copy_from_slice(buffer);
+        }
+        for transfer in &step.transfers {
+            let sources = &before[transfer.from][transfer.range.clone()];
+            let targets = &mut buffers[transfer.to][transfer.range.clone()];
+            for (target, source) in targets.iter_mut().zip(sources) {
+                *target = if step.combine {
+                    *target + source
+                } else {
+                    *source
+                };
+            }
+        }
+        Ok(())
+    }
+
+    fn finish(&self, work: Self::Work, _: &Plan) -> Result<Vec<Vec<f32>>, Infallible> {
+        Ok(work.0)
+    }
+
+    fn link_model(&self) -> LinkModel {
+        self.model
+    }
+}
+
+/// Ranks that all-reduce one element per round on `device`, each feeding its output back.
+fn all_reduce_crew_on<D: NativeCollectiveDevice>(
+    world: usize,
+    device: D,
+    upload: impl Fn(&D, DeviceId) -> D::Tensor,
+) -> Crew {
     let devices: Vec<DeviceId> = (0..world as u32).map(DeviceId::new).collect();
     let communicator = Arc::new(NativeCommunicator::new(devices, device.clone()).unwrap());
     Crew::new(world, |rank| {
         let communicator = Arc::clone(&communicator);
-        let id = DeviceId::new(rank as u32);
-        let mut tensor: Option<SimTensor> =
-            Some(device.upload(id, &HostValues::F32(vec![1.0])).unwrap());
+        let mut tensor = Some(upload(&device, DeviceId::new(rank as u32)));
         Box::new(move || {
             let input = tensor.take().unwrap();
             let output = communicator
@@ -79,6 +153,29 @@ fn all_reduce_crew(world: usize) -> Crew {
             tensor = Some(output);
         })
     })
+}
+
+fn upload_one(device: &SimDevice, id: DeviceId) -> SimTensor {
+    device.upload(id, &HostValues::F32(vec![1.0])).unwrap()
+}
+
+fn all_reduce_crew(world: usize) -> Crew {
+    all_reduce_crew_on(world, SimDevice::new(), upload_one)
+}
+
+fn all_reduce_bare_crew(world: usize) -> Crew {
+    let device = SimDevice::builder()
+        .census(false)
+        .record_traffic(false)
+        .build();
+    all_reduce_crew_on(world, device, upload_one)
+}
+
+fn all_reduce_minimal_crew(world: usize) -> Crew {
+    let device = MinimalDevice {
+        model: SimDevice::new().model(),
+    };
+    all_reduce_crew_on(world, device, |_, _| vec![1.0])
 }
 
 fn std_barrier_crew(world: usize) -> Crew {
@@ -106,8 +203,10 @@ fn bench(criterion: &mut Criterion) {
             .sample_size(SAMPLES)
             .warm_up_time(Duration::from_millis(500))
             .measurement_time(Duration::from_secs(2));
-        let crews: [(&str, MakeCrew); 3] = [
+        let crews: [(&str, MakeCrew); 5] = [
             ("all_reduce_1xf32", all_reduce_crew),
+            ("all_reduce_1xf32_no_books", all_reduce_bare_crew),
+            ("all_reduce_1xf32_minimal_device", all_reduce_minimal_crew),
             ("std_barrier", std_barrier_crew),
             ("spin_yield_barrier", spin_barrier_crew),
         ];
@@ -124,28 +223,40 @@ fn bench(criterion: &mut Criterion) {
 
 fn summary() {
     println!(
-        "\nrendezvous latency, medians of the last {SAMPLES} samples (load average {}):",
+        "\nrendezvous latency, medians of the last {SAMPLES} samples (load average {}); \
+         ratios against std's Barrier and the spin-then-yield barrier:",
         load_average()
     );
     println!(
-        "{:>3}  {:>12}  {:>12}  {:>12}  {:>14}  {:>14}",
-        "W", "all_reduce", "Barrier", "spin-yield", "ar / Barrier", "ar / spin-yield"
+        "{:>3}  {:>22}  {:>10}  {:>10}  {:>10}  {:>10}",
+        "W", "all_reduce on", "time", "Barrier", "/ Barrier", "/ spin-yield"
     );
+    let contenders = [
+        ("all_reduce_1xf32", "the simulated device"),
+        ("all_reduce_1xf32_no_books", "it, without books"),
+        ("all_reduce_1xf32_minimal_device", "a minimal device"),
+    ];
     for world in WORLDS {
         let get = |name: &str| median(&format!("{name}/W={world}"), SAMPLES);
-        if let (Some(all_reduce), Some(barrier), Some(spin)) = (
-            get("all_reduce_1xf32"),
-            get("std_barrier"),
-            get("spin_yield_barrier"),
-        ) {
-            println!(
-                "{world:>3}  {:>12}  {:>12}  {:>12}  {:>14.3}  {:>14.2}",
-                pretty(all_reduce),
-                pretty(barrier),
-                pretty(spin),
-                all_reduce / barrier,
-                all_reduce / spin
-            );
+        let (Some(barrier), Some(spin)) = (get("std_barrier"), get("spin_yield_barrier")) else {
+            continue;
+        };
+        println!(
+            "{world:>3}  {:>22}  {:>10}  {:>10}",
+            "(spin-yield barrier)",
+            pretty(spin),
+            pretty(barrier)
+        );
+        for (name, label) in contenders {
+            if let Some(time) = get(name) {
+                println!(
+                    "{world:>3}  {label:>22}  {:>10}  {:>10}  {:>10.3}  {:>10.2}",
+                    pretty(time),
+                    "",
+                    time / barrier,
+                    time / spin
+                );
+            }
         }
     }
 }

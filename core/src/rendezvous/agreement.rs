@@ -134,13 +134,17 @@ pub(crate) fn agree<P>(
             }),
         });
     match decided {
-        Ok(plan) => Ok(Agreed {
-            inputs: submissions
-                .into_iter()
-                .filter_map(|submission| submission.prepared.ok().map(|(input, _)| input))
-                .collect(),
-            plan,
-        }),
+        Ok(plan) => {
+            // A vector of its own rather than collected in the submissions' allocation: the
+            // elements differ in size, so collecting in place would reallocate it.
+            let mut inputs = Vec::with_capacity(world);
+            inputs.extend(
+                submissions
+                    .into_iter()
+                    .filter_map(|submission| submission.prepared.ok().map(|(input, _)| input)),
+            );
+            Ok(Agreed { inputs, plan })
+        }
         Err(error) => {
             discard(submissions);
             Err(error)

@@ -119,28 +119,29 @@ fn buffers<T: Stored>(
     pool: &Pool,
 ) -> Result<Vec<Vec<T>>, SimError> {
     let buffer_len = plan.buffer_len();
-    inputs
-        .into_iter()
-        .enumerate()
-        .map(|(rank, input)| {
-            let tensor = input.into_tensor();
-            let actual = tensor.element_type();
-            let values =
-                T::unwrap(tensor.into_values()).map_err(|_| SimError::ElementTypeMismatch {
-                    rank,
-                    expected: T::TYPE,
-                    actual,
-                })?;
-            let placement = plan.placement(rank);
-            if in_place && placement == 0 && values.len() == buffer_len {
-                return Ok(values);
-            }
-            // `validate::begin` checked the placement and length fit the buffer.
-            let buffer = pool.placed(buffer_len, placement, &values);
-            pool.give(values);
-            Ok(buffer)
-        })
-        .collect()
+    // A vector of its own rather than collected in the inputs' allocation: the elements differ
+    // in size, so collecting in place would reallocate it.
+    let mut buffers = Vec::with_capacity(inputs.len());
+    for (rank, input) in inputs.into_iter().enumerate() {
+        let tensor = input.into_tensor();
+        let actual = tensor.element_type();
+        let values =
+            T::unwrap(tensor.into_values()).map_err(|_| SimError::ElementTypeMismatch {
+                rank,
+                expected: T::TYPE,
+                actual,
+            })?;
+        let placement = plan.placement(rank);
+        if in_place && placement == 0 && values.len() == buffer_len {
+            buffers.push(values);
+            continue;
+        }
+        // `validate::begin` checked the placement and length fit the buffer.
+        let buffer = pool.placed(buffer_len, placement, &values);
+        pool.give(values);
+        buffers.push(buffer);
+    }
+    Ok(buffers)
 }
 
 fn step<T: Stored>(
