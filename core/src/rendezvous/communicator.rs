@@ -37,7 +37,10 @@ pub struct NativeCommunicator<D: NativeCollectiveDevice> {
     device: D,
     /// The device's α–β model, read once: it resolves [`Algorithm::Auto`](crate::Algorithm::Auto).
     model: LinkModel,
-    state: Mutex<State<D>>,
+    /// The rendezvous state. On cache lines of its own: every rank writes the lock, and a
+    /// read-only field sharing a line with it (the devices, the model) would be fetched again
+    /// by every core after every acquisition.
+    state: Padded<Mutex<State<D>>>,
     /// Where the runner of a generation leaves the other ranks' results and each rank takes its
     /// own without the lock; written only under `state`'s lock (by `State::publish`).
     deliveries: Deliveries<D::Tensor>,
@@ -63,7 +66,7 @@ impl<D: NativeCollectiveDevice> NativeCommunicator<D> {
             devices,
             device,
             model,
-            state: Mutex::new(State::new(world)),
+            state: Padded(Mutex::new(State::new(world))),
             deliveries: Deliveries::new(world),
             changed: Condvar::new(),
             aborting: Padded(AtomicBool::new(false)),
