@@ -7,9 +7,10 @@
 //! `time algbw busbw #wrong` out of place and again in place — so scripts written for
 //! nccl-tests read them unchanged. ruCCL adds four after them: `algorithm` (what the plan
 //! resolved to: `-A auto` picks per size), `traffic` (what the busiest rank sent over the
-//! collective's lower bound, from the device's traffic ledger; 1.00 is optimal), `model` (the
-//! device's α–β link model's time for that traffic, µs) and `asked` (the algorithm the
-//! generations asked for: a run given several with `-A` measures each in turn at every size).
+//! collective's lower bound, from the device's traffic ledger — the untimed sync generation's;
+//! 1.00 is optimal), `model` (the device's α–β link model's time for that traffic, µs) and
+//! `asked` (the algorithm the generations asked for: a run given several with `-A` measures
+//! each in turn at every size).
 
 use super::config::{Step, SweepConfig, algorithms_asked};
 use super::row::{Measured, PerfRow, Waits};
