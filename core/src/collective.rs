@@ -199,7 +199,9 @@ pub struct CollectiveOptions {
     /// The algorithm; every rank of a generation must ask for the same one.
     pub algorithm: Algorithm,
     /// How long this rank waits for its generation before the communicator is aborted with
-    /// [`TimedOut`](crate::NativeCollectiveError::TimedOut); `None` waits forever.
+    /// [`TimedOut`](crate::NativeCollectiveError::TimedOut); `None` waits forever. Counted from
+    /// when the rank parks, after its bounded polling ([`SpinBudget`](crate::sync::SpinBudget)):
+    /// a call that never parks never reads the clock.
     pub timeout: Option<Duration>,
 }
 

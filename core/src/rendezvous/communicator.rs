@@ -113,7 +113,8 @@ impl<D: NativeCollectiveDevice> NativeCommunicator<D> {
     }
 
     /// Like [`all_reduce`](Self::all_reduce), but if this rank's generation has not been
-    /// delivered within `timeout`, the communicator is aborted with
+    /// delivered within `timeout` of the rank starting to park (after its bounded polling: see
+    /// [`SpinBudget`]), the communicator is aborted with
     /// [`TimedOut`](NativeCollectiveError::TimedOut) naming the ranks that had not arrived, and
     /// every rank of that generation (and every later call) receives that error.
     ///
@@ -238,7 +239,6 @@ impl<D: NativeCollectiveDevice> NativeCommunicator<D> {
                 world: self.world_size(),
             });
         };
-        let deadline = timeout.map_or_else(Deadline::never, Deadline::after);
         let submission = Submission {
             request,
             prepared: self.prepare(rank, tensor, device),
@@ -259,7 +259,7 @@ impl<D: NativeCollectiveDevice> NativeCommunicator<D> {
         self.deliveries.enter(rank);
         let (generation, batch) = state.deposit(rank, submission);
         let Some(batch) = batch else {
-            return self.await_delivery(state, rank, generation, &deadline, timeout);
+            return self.await_delivery(state, rank, generation, timeout);
         };
         drop(state);
         let (outcome, cache) = self.execute(generation, batch);
@@ -277,13 +277,13 @@ impl<D: NativeCollectiveDevice> NativeCommunicator<D> {
     }
 
     /// Wait until `rank`'s delivery of `generation` is published (and take it) or an abort makes
-    /// it never will be; time out at `deadline`. Takes the guard of the deposit.
+    /// it never will be; time out `timeout` after the polling ends. Takes the guard of the
+    /// deposit.
     fn await_delivery<'a>(
         &'a self,
         mut state: Guard<'a, D>,
         rank: usize,
         generation: u64,
-        deadline: &Deadline,
         timeout: Option<Duration>,
     ) -> Delivery<D::Tensor> {
         // Poll the delivery slot without the lock first (under loom, only where a model asks
@@ -302,7 +302,10 @@ impl<D: NativeCollectiveDevice> NativeCommunicator<D> {
             }
             state = self.state.lock();
         }
-        let taken = self.wait_for(state, generation, deadline, |state| {
+        // The clock is read only here, by a rank about to park: a runner and a waiter that
+        // takes its delivery while polling never read it (the polling is bounded by the budget).
+        let deadline = timeout.map_or_else(Deadline::never, Deadline::after);
+        let taken = self.wait_for(state, generation, &deadline, |state| {
             // A published delivery is checked first: a published generation is delivered whole
             // even after an abort.
             self.deliveries
