@@ -124,6 +124,9 @@ impl Probe {
         name: &'static str,
         call: impl FnOnce() -> Result<T, E>,
     ) -> Result<T, E> {
+        let Some(sink) = &self.shared.sink else {
+            return call();
+        };
         CONTEXT.with(|context| {
             let mut context = context.borrow_mut();
             context.rank = Some(rank);
@@ -131,9 +134,6 @@ impl Probe {
             context.device_calls.clear();
             context.plan = None;
         });
-        let Some(sink) = &self.shared.sink else {
-            return call();
-        };
         let start = sink.now();
         let outcome = call();
         let end = sink.now();
