@@ -176,12 +176,17 @@ impl Pool {
     /// `len` elements: `source` from `at`, zeros elsewhere, each written once. The caller
     /// checked that `source` fits from `at` (`validate::begin` does for a rank's input).
     pub(crate) fn placed<T: Stored>(&self, len: usize, at: usize, source: &[T]) -> Vec<T> {
-        if len.saturating_mul(size_of::<T>()) < MIN_POOLED_BYTES || self.shelf.is_none() {
+        if len.saturating_mul(size_of::<T>()) >= MIN_POOLED_BYTES && self.shelf.is_none() {
             // Untouched zero pages straight from the allocator.
             let mut values = T::zeroed(len);
             values[at..at + source.len()].copy_from_slice(source);
             return values;
         }
+        // Small: `malloc`, not `calloc`. glibc's `calloc` bypasses the thread's cache of freed
+        // chunks, so when one thread allocates the buffers (the runner) and the ranks' threads
+        // free them, every allocation and every free took an arena's lock — another core's, in
+        // turn (W = 2, one element, out of place: `sim/PERF.md`, "Small buffers from the
+        // thread's cache").
         let mut values = self.take(len);
         values.resize(at, T::default());
         values.extend_from_slice(source);
