@@ -273,7 +273,11 @@ impl<D: NativeCollectiveDevice> Intercept<D> for Probe {
         index: usize,
         step: &Step,
     ) -> Result<(), D::Error> {
-        let elements = step.transfers.iter().map(|t| t.range.len()).sum();
+        // Counted for the trace only.
+        let elements = match &self.shared.sink {
+            Some(_) => step.transfers.iter().map(|t| t.range.len()).sum(),
+            None => 0,
+        };
         let name = SliceName::Exchange {
             step: index,
             combine: step.combine,
