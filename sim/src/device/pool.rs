@@ -182,11 +182,12 @@ impl Pool {
             values[at..at + source.len()].copy_from_slice(source);
             return values;
         }
-        // Small: `malloc`, not `calloc`. glibc's `calloc` (2.36 here) bypasses the thread's
-        // cache of freed chunks, so when one thread allocates the buffers (the runner) and the
-        // ranks' threads free them, every allocation and every free took an arena's lock —
-        // another core's, in turn (W = 2, one element, out of place: `sim/PERF.md`, "Small
-        // buffers from the thread's cache, and the clock read only to park").
+        // Kept, or new from `malloc` — for a small buffer not `calloc`: glibc's `calloc` (2.36
+        // here) bypasses the thread's cache of freed chunks, so when one thread allocates the
+        // buffers (the runner) and the ranks' threads free them, every allocation and every free
+        // took an arena's lock — another core's, in turn (W = 2, one element, out of place:
+        // `sim/PERF.md`, "Small buffers from the thread's cache, and the clock read only to
+        // park").
         let mut values = self.take(len);
         values.resize(at, T::default());
         values.extend_from_slice(source);
