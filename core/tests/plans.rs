@@ -303,6 +303,50 @@ fn a_transfer_cost_prefers_fewer_transfers_when_the_bytes_tie() {
 }
 
 #[test]
+fn ring_and_halving_doubling_all_reduce_tie_in_elements_and_halving_doubling_takes_fewer_steps() {
+    // Both are bandwidth-optimal: on either kind of link they move (and fold) the same elements,
+    // so the model can only tell them apart by steps and transfers, where halving-doubling has
+    // fewer. No α, γ, β ≥ 0 prices ring below it (perf/PERF.md, "Where the target stands").
+    let shared = LinkModel::new(0.0, 1e9, Links::Shared).unwrap();
+    let per_rank = LinkModel::new(0.0, 1e9, Links::PerRank).unwrap();
+    for world in [4, 8, 16] {
+        let n = 64 * world;
+        let plan = |algorithm| Plan::new(Collective::AllReduce(SUM), algorithm, world, n).unwrap();
+        let (ring, halving) = (plan(Algorithm::Ring), plan(Algorithm::HalvingDoubling));
+        let count = |plan: &Plan, model: &LinkModel| -> (usize, usize) {
+            plan.steps()
+                .iter()
+                .fold((0, 0), |(transfers, elements), step| {
+                    (
+                        transfers + model.busiest_transfers(step, world),
+                        elements + model.busiest_elements(step, world),
+                    )
+                })
+        };
+        let log = world.trailing_zeros() as usize;
+        // Shared: every rank sends and receives 2(W-1)/W·n, and folds (W-1)/W·n.
+        assert_eq!(
+            count(&ring, &shared),
+            (2 * (world - 1) * world, 3 * (world - 1) * n)
+        );
+        assert_eq!(
+            count(&halving, &shared),
+            (2 * log * world, 3 * (world - 1) * n)
+        );
+        // Per rank: 2(W-1)/W·n on the busiest link, one transfer per step.
+        assert_eq!(
+            count(&ring, &per_rank),
+            (2 * (world - 1), 2 * (world - 1) * n / world)
+        );
+        assert_eq!(
+            count(&halving, &per_rank),
+            (2 * log, 2 * (world - 1) * n / world)
+        );
+        assert!(ring.steps().len() > halving.steps().len(), "W={world}");
+    }
+}
+
+#[test]
 fn only_a_step_that_overwrites_its_own_sources_copies_them_aside() {
     for world in [2, 3, 4, 8] {
         for collective in collectives(world) {
