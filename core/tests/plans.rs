@@ -347,6 +347,32 @@ fn ring_and_halving_doubling_all_reduce_tie_in_elements_and_halving_doubling_tak
 }
 
 #[test]
+fn on_a_shared_link_every_broadcast_moves_the_buffer_once_per_receiver_and_direct_in_one_step() {
+    // So on a shared link no α, γ, β ≥ 0 prices another broadcast below direct (perf/PERF.md,
+    // "Where the target stands").
+    let shared = LinkModel::new(0.0, 1e9, Links::Shared).unwrap();
+    for world in [2, 4, 8] {
+        let n = 64 * world;
+        for root in [0, world - 1] {
+            let collective = Collective::Broadcast { root };
+            let direct = Plan::new(collective, Algorithm::Direct, world, n).unwrap();
+            for algorithm in algorithms(world) {
+                let plan = Plan::new(collective, algorithm, world, n).unwrap();
+                let (mut transfers, mut elements) = (0, 0);
+                for step in plan.steps() {
+                    transfers += shared.busiest_transfers(step, world);
+                    elements += shared.busiest_elements(step, world);
+                }
+                assert_eq!(elements, (world - 1) * n, "{algorithm} W={world}");
+                assert!(transfers >= world - 1, "{algorithm} W={world}");
+                assert!(plan.steps().len() >= direct.steps().len());
+            }
+            assert_eq!(direct.steps().len(), 1);
+        }
+    }
+}
+
+#[test]
 fn only_a_step_that_overwrites_its_own_sources_copies_them_aside() {
     for world in [2, 3, 4, 8] {
         for collective in collectives(world) {
