@@ -262,10 +262,7 @@ fn a_fold_of_several_senders_reads_and_writes_the_receiver_once() {
     let shared = LinkModel::new(0.0, 1e9, Links::Shared).unwrap();
     let elements = |algorithm| -> usize {
         let plan = Plan::new(Collective::ReduceScatter(SUM), algorithm, 8, 8 * 64).unwrap();
-        plan.steps()
-            .iter()
-            .map(|step| shared.busiest_elements(step, 8))
-            .sum()
+        busiest_totals(&plan, &shared).1
     };
     let moved = 56 * 64;
     assert_eq!(elements(Algorithm::Direct), moved + 8 * 64);
@@ -285,12 +282,7 @@ fn a_transfer_cost_prefers_fewer_transfers_when_the_bytes_tie() {
         element: ElementType::F32,
     };
     let plan = |algorithm| Plan::with_model(collective, algorithm, 8, input, &costly).unwrap();
-    let transfers = |plan: &Plan, model: &LinkModel| -> usize {
-        plan.steps()
-            .iter()
-            .map(|step| model.busiest_transfers(step, 8))
-            .sum()
-    };
+    let transfers = |plan: &Plan, model: &LinkModel| busiest_totals(plan, model).0;
     assert_eq!(transfers(&plan(Algorithm::Ring), &costly), 56);
     assert_eq!(transfers(&plan(Algorithm::Direct), &costly), 56);
     assert_eq!(transfers(&plan(Algorithm::HalvingDoubling), &costly), 24);
