@@ -382,6 +382,11 @@ fn count_against(
         HostValues::U8(v) => count(&v[range], |&x| f64::from(x), period, offset, tolerances),
         HostValues::U32(v) => count(&v[range], |&x| f64::from(x), period, offset, tolerances),
         HostValues::U64(v) => count(&v[range], |&x| widen_u64(x), period, offset, tolerances),
+        other => {
+            // A type added to ruccl-host after this check: its elements widened one by one.
+            let widened: Vec<f64> = range.filter_map(|index| other.get_f64(index)).collect();
+            count(&widened, |&x| x, period, offset, tolerances)
+        }
     }
 }
 
@@ -408,6 +413,11 @@ pub fn fingerprint(values: &HostValues) -> u64 {
         HostValues::U8(v) => mix(v, |&x| u64::from(x), 8),
         HostValues::U32(v) => mix(v, |&x| u64::from(x), 9),
         HostValues::U64(v) => mix(v, |&x| x, 10),
+        other => {
+            // A type added to ruccl-host after this function: its elements' bits one by one.
+            let bits: Vec<u64> = (0..other.len()).filter_map(|i| other.get_bits(i)).collect();
+            mix(&bits, |&x| x, 11)
+        }
     }
 }
 

@@ -153,6 +153,7 @@ pub fn run_steps(
         HostValues::U8(_) => run!(U8),
         HostValues::U32(_) => run!(U32),
         HostValues::U64(_) => run!(U64),
+        other => return Err(InterpretError::UnsupportedType(other.element_type())),
     })
 }
 

@@ -215,6 +215,8 @@ impl Pool {
             HostValues::U8(v) => HostValues::U8(self.copied(v)),
             HostValues::U32(v) => HostValues::U32(self.copied(v)),
             HostValues::U64(v) => HostValues::U64(self.copied(v)),
+            // A type added to ruccl-host after this pool: a plain copy, outside the pool.
+            other => other.clone(),
         }
     }
 
