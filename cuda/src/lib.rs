@@ -13,7 +13,7 @@
 //! # #[cfg(feature = "harness")] {
 //! use ruccl_core::{DeviceId, NativeCommunicator, ReduceOperation};
 //! use ruccl_cuda::{CudaCollective, DeviceMap};
-//! use ruccl_sim::host::{HostTensors, HostValues};
+//! use ruccl_host::{HostTensors, HostValues};
 //!
 //! // Four logical ranks on GPU 0 (or `DeviceMap::one_per_gpu(n)` for one rank per GPU).
 //! let device = CudaCollective::new(DeviceMap::logical(0, 4)?)?;
@@ -64,7 +64,7 @@ mod device;
 mod error;
 mod exchange;
 #[cfg(feature = "harness")]
-pub mod host;
+mod host;
 pub mod kernels;
 mod lane;
 mod mapping;

@@ -226,14 +226,13 @@ pub fn collectives(world: usize, operation: ReduceOperation) -> [Collective; 4] 
 /// A tensor's elements as the bytes they are in device memory, for bitwise comparisons (`==` on
 /// floats would call `-0.0` and `0.0` equal).
 pub fn bits(values: &HostValues) -> Vec<u8> {
-    ruccl_cuda::host::to_bytes(values)
-        .unwrap_or_else(|error| panic!("no bytes for {}: {error}", values.element_type()))
+    values.to_ne_bytes()
 }
 
 /// Bytes of `element_type` elements as host values (the inverse of [`bits`]).
 pub fn from_bits(element_type: ElementType, bytes: &[u8]) -> HostValues {
-    ruccl_cuda::host::from_bytes(element_type, bytes)
-        .unwrap_or_else(|error| panic!("no values of {element_type}: {error}"))
+    HostValues::from_ne_bytes(element_type, bytes)
+        .unwrap_or_else(|| panic!("no values of {element_type}"))
 }
 
 /// An integer type's arithmetic as the kernels do it, written independently of the simulated
