@@ -15,10 +15,11 @@
 //!
 //! [`InterProcess`] is the step between processes as a trait (MPI here, NCCL later);
 //! [`MpiInterProcess`] implements it: all-reduce, reduce-scatter, all-gather and broadcast of a
-//! [`HostBuffer`] of every [`ElementType`](ruccl_core::ElementType) under every
+//! [`HostValues`] (`ruccl-host`'s, the values every harness adapter uploads and downloads) of
+//! every [`ElementType`](ruccl_core::ElementType) under every
 //! [`ReduceOperation`](ruccl_core::ReduceOperation). A device joins through [`StagingDevice`]
-//! (the simulated device and its fault decorator implement it), a buffer through
-//! [`LayoutBuffer`].
+//! (with the `sim` feature, the simulated device and its fault decorator implement it), a
+//! buffer through [`LayoutBuffer`].
 //!
 //! What MPI alone does not give, and the engine adds:
 //!
@@ -49,7 +50,7 @@
 //! | `inter_process` | the [`InterProcess`] trait and its contract                      |
 //! | `engine`        | [`MpiRuntime`], [`MpiInterProcess`], [`Waiting`]: the trait on MPI |
 //! | `agreement`     | the status words and the verdict every process reads from them   |
-//! | `buffer`        | [`HostBuffer`]                                                    |
+//! | `buffer`        | what MPI needs of a [`HostValues`]: pointers, packet bytes, `Mean` |
 //! | `error`         | [`InterProcessError`], [`LocalFailure`], [`CallDescription`]      |
 //! | [`report`]      | the perf binaries' sizes and nccl-tests-style tables              |
 
@@ -61,7 +62,6 @@ mod hierarchical;
 mod inter_process;
 pub mod report;
 
-pub use buffer::HostBuffer;
 pub use engine::communicator::{MpiInterProcess, Waiting};
 pub use engine::runtime::{MpiRuntime, lock_mpi};
 pub use error::{CallDescription, CollectiveKind, InterProcessError, LocalFailure};
@@ -70,3 +70,4 @@ pub use hierarchical::{
     StagingDevice,
 };
 pub use inter_process::InterProcess;
+pub use ruccl_host::HostValues;

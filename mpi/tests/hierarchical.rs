@@ -18,7 +18,7 @@ use common::{buffer, input, passed_everywhere, reference, same_bits, value};
 use ruccl_core::{Algorithm, Collective, CollectiveOptions, DeviceId, ElementType};
 use ruccl_core::{LinkModel, NativeCollectiveDevice, ReduceOperation, TensorInfo};
 use ruccl_mpi::{
-    HierarchicalCommunicator, HierarchicalError, HierarchicalOptions, HostBuffer, MpiInterProcess,
+    HierarchicalCommunicator, HierarchicalError, HierarchicalOptions, HostValues, MpiInterProcess,
     MpiRuntime, ProcessCall, StagingDevice, Waiting,
 };
 use ruccl_sim::fault::{GenerationCalls, Outcome as Predicted, every_site};
@@ -57,7 +57,7 @@ impl Env {
             .collect()
     }
 
-    fn communicator<D: StagingDevice<HostBuffer>>(
+    fn communicator<D: StagingDevice<HostValues>>(
         &self,
         device: D,
         inter: &Inter,
@@ -67,7 +67,7 @@ impl Env {
     }
 
     /// A communicator whose reductions all take the shard route (threshold 0).
-    fn on_shards<D: StagingDevice<HostBuffer>>(
+    fn on_shards<D: StagingDevice<HostValues>>(
         &self,
         device: D,
         inter: &Inter,
@@ -77,7 +77,7 @@ impl Env {
         self.communicator_with(device, inter, uniform, options)
     }
 
-    fn communicator_with<D: StagingDevice<HostBuffer>>(
+    fn communicator_with<D: StagingDevice<HostValues>>(
         &self,
         device: D,
         inter: &Inter,
@@ -340,16 +340,16 @@ fn tensor(
 ) -> SimTensor {
     SimTensor::new(
         devices(rank + 1)[rank],
-        input(global, len, element, operation).into(),
+        input(global, len, element, operation),
     )
 }
 
-fn show(buffer: &HostBuffer) -> String {
+fn show(buffer: &HostValues) -> String {
     format!("{buffer:?}").chars().take(200).collect()
 }
 
-fn sim_values(tensor: &SimTensor) -> Option<HostBuffer> {
-    HostBuffer::try_from(tensor.values().clone()).ok()
+fn sim_values(tensor: &SimTensor) -> Option<HostValues> {
+    Some(tensor.values().clone())
 }
 
 /// Every local rank of `communicator` runs `collective` on its global rank's input; each rank's
@@ -360,7 +360,7 @@ fn check_sim(
     len: usize,
     element: ElementType,
     timeout: Option<Duration>,
-    expected: impl Fn(usize) -> HostBuffer + Sync,
+    expected: impl Fn(usize) -> HostValues + Sync,
 ) -> Outcome {
     let operation = collective.operation().unwrap_or(ReduceOperation::Min);
     let mut options = CollectiveOptions::default();
@@ -637,7 +637,7 @@ fn phase(generation: u64, ranks: usize, len: usize) -> (Collective, usize) {
 fn faulty_round(
     communicator: &Hierarchical<FaultyDevice<SimDevice>>,
     len: usize,
-) -> Vec<Result<(HostBuffer, bool), String>> {
+) -> Vec<Result<(HostValues, bool), String>> {
     on_every_rank(communicator.local_ranks(), |rank| {
         let global = communicator.global_rank(rank).unwrap_or(usize::MAX);
         let sim = tensor(rank, global, len, ElementType::I64, ReduceOperation::Sum);
@@ -648,7 +648,7 @@ fn faulty_round(
                 let armed = output.is_armed();
                 output.disarm();
                 let values = output.get().and_then(sim_values);
-                Ok((values.unwrap_or_else(|| HostBuffer::I64(Vec::new())), armed))
+                Ok((values.unwrap_or_else(|| HostValues::I64(Vec::new())), armed))
             }
             Err(error) => Err(error.to_string()),
         }

@@ -16,7 +16,7 @@ mod common;
 use common::{buffer, input, passed_everywhere, reference, same_bits, value};
 use ruccl_core::{ElementType, ReduceOperation};
 use ruccl_mpi::{
-    CallDescription, CollectiveKind, HostBuffer, InterProcess, InterProcessError, LocalFailure,
+    CallDescription, CollectiveKind, HostValues, InterProcess, InterProcessError, LocalFailure,
     MpiInterProcess, MpiRuntime, Waiting,
 };
 use std::process::ExitCode;
@@ -223,8 +223,8 @@ fn ensure(condition: bool, message: impl FnOnce() -> String) -> Outcome {
 
 // ---- inputs and references ------------------------------------------------------------------
 
-fn first_difference(actual: &HostBuffer, expected: &HostBuffer) -> String {
-    let show = |buffer: &HostBuffer| {
+fn first_difference(actual: &HostValues, expected: &HostValues) -> String {
+    let show = |buffer: &HostValues| {
         let text = format!("{buffer:?}");
         text.chars().take(200).collect::<String>()
     };
@@ -383,7 +383,7 @@ fn injected(process: usize) -> LocalFailure {
 fn expect_shared(
     comm: &MpiInterProcess,
     what: &str,
-    result: Result<HostBuffer, InterProcessError>,
+    result: Result<HostValues, InterProcessError>,
     expected: &InterProcessError,
 ) -> Outcome {
     match result {

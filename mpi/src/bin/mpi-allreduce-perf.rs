@@ -26,7 +26,7 @@ use mpi::collective::SystemOperation;
 use mpi::traits::CommunicatorCollectives;
 use ruccl_core::ReduceOperation;
 use ruccl_mpi::report::{self, Row, Sweep, library_version, print_summary, print_table};
-use ruccl_mpi::{HostBuffer, MpiInterProcess, MpiRuntime, Waiting, lock_mpi};
+use ruccl_mpi::{HostValues, MpiInterProcess, MpiRuntime, Waiting, lock_mpi};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
@@ -176,7 +176,7 @@ impl Bench {
                 // The first call's input is the pattern; later calls feed back the output (no
                 // copy per call, and the spare buffer is reused as MPI_Allreduce reuses its
                 // receive buffer).
-                let mut buffer = HostBuffer::F32(send.to_vec());
+                let mut buffer = HostValues::F32(send.to_vec());
                 for _ in 0..calls {
                     buffer = communicator
                         .all_reduce(
@@ -186,7 +186,7 @@ impl Bench {
                         )
                         .map_err(|error| error.to_string())?;
                 }
-                if let HostBuffer::F32(values) = buffer {
+                if let HostValues::F32(values) = buffer {
                     receive = values;
                 }
             }

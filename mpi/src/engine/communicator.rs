@@ -30,11 +30,11 @@
 //! `TimedOut` — the test catches exactly that. Without deadlines nobody gives up, so a small
 //! all-reduce is one collective.
 use crate::agreement::{self, Verdict};
-use crate::buffer::HostBuffer;
+use crate::buffer;
 use crate::engine::in_flight::WaitError;
 use crate::engine::packet::{self, PACKET_WORDS, PacketReduction};
 use crate::engine::post::{self, Comm};
-use crate::engine::reductions::{Reduction, Reductions};
+use crate::engine::reductions::{Reduction, Reductions, move_datatype};
 use crate::engine::runtime::{MpiRuntime, lock_mpi};
 use crate::error::{CallDescription, CollectiveKind, InterProcessError, LocalFailure};
 use crate::inter_process::InterProcess;
@@ -42,6 +42,7 @@ use mpi::ffi;
 use mpi::raw::AsRaw;
 use mpi::topology::SimpleCommunicator;
 use ruccl_core::{Collective, ElementType, ReduceOperation};
+use ruccl_host::HostValues;
 use std::ffi::c_int;
 use std::sync::{Mutex, PoisonError};
 use std::time::Instant;
@@ -88,7 +89,7 @@ struct State {
     /// The last all-reduce's input, kept to receive the next all-reduce of the same type and
     /// length (MPI overwrites every element), so that a steady stream of all-reduces allocates
     /// nothing and touches no fresh pages.
-    spare: Option<HostBuffer>,
+    spare: Option<HostValues>,
     /// The last status packets (sent, received), reused so that a generation allocates none.
     packets: Option<post::Pair<Vec<i64>>>,
 }
@@ -103,9 +104,9 @@ struct Resources {
 /// What the status agreement leaves to do.
 enum Agreed {
     /// Every process proceeds: run the collective on this input.
-    Run(HostBuffer),
+    Run(HostValues),
     /// The packet carried the data: this is the (all-reduce) output.
-    Done(HostBuffer),
+    Done(HostValues),
 }
 
 // SAFETY: MPI handles are process-wide (valid on any thread); the runtime provides at least
@@ -224,16 +225,16 @@ impl MpiInterProcess {
             blocking: false,
             ..resources.comm
         };
-        let words = HostBuffer::I64(vec![mode, -mode]);
-        let (_, reduced) = post::all_reduce(probe, words, HostBuffer::I64(vec![0; 2]), max)?
+        let words = HostValues::I64(vec![mode, -mode]);
+        let (_, reduced) = post::all_reduce(probe, words, HostValues::I64(vec![0; 2]), max)?
             .wait(deadline)
             .map_err(|stop| match stop {
                 WaitError::Expired => InterProcessError::SetupTimedOut,
                 WaitError::Failed(error) => error,
             })?;
         match reduced {
-            HostBuffer::I64(words) if words.len() == 2 && words[0] == -words[1] => Ok(()),
-            HostBuffer::I64(_) => Err(InterProcessError::WaitingMismatch {
+            HostValues::I64(words) if words.len() == 2 && words[0] == -words[1] => Ok(()),
+            HostValues::I64(_) => Err(InterProcessError::WaitingMismatch {
                 modes: "Blocking and Deadlines".to_owned(),
             }),
             _ => Err(internal("a waiting mode of the wrong type")),
@@ -259,19 +260,19 @@ impl MpiInterProcess {
     }
 
     /// One generation: the status agreement, then `run` on the input if every process may
-    /// proceed. Maps an expired wait to this generation's `TimedOut` and poisons on sticky
-    /// errors.
+    /// proceed. An input of a type MPI cannot move is a local failure. Maps an expired wait to
+    /// this generation's `TimedOut` and poisons on sticky errors.
     fn collective(
         &self,
         mut call: CallDescription,
-        local: Result<HostBuffer, LocalFailure>,
+        local: Result<HostValues, LocalFailure>,
         deadline: Option<Instant>,
         run: impl FnOnce(
             &Resources,
-            &mut Option<HostBuffer>,
-            HostBuffer,
-        ) -> Result<HostBuffer, WaitError>,
-    ) -> Result<HostBuffer, InterProcessError> {
+            &mut Option<HostValues>,
+            HostValues,
+        ) -> Result<HostValues, WaitError>,
+    ) -> Result<HostValues, InterProcessError> {
         let mut state = self.lock_state();
         if let Some(error) = &state.poisoned {
             return Err(error.clone());
@@ -294,6 +295,13 @@ impl MpiInterProcess {
             ),
             _ => (local, deadline),
         };
+        let local = local.and_then(|input| match move_datatype(input.element_type()) {
+            Some(_) => Ok(input),
+            None => Err(LocalFailure::new(format_args!(
+                "the MPI engine cannot move {} elements",
+                input.element_type()
+            ))),
+        });
         let state = &mut *state;
         let outcome = self
             .agree(resources, &mut state.packets, &call, local, deadline)
@@ -320,7 +328,7 @@ impl MpiInterProcess {
         resources: &Resources,
         packets: &mut Option<post::Pair<Vec<i64>>>,
         call: &CallDescription,
-        local: Result<HostBuffer, LocalFailure>,
+        local: Result<HostValues, LocalFailure>,
         deadline: Option<Instant>,
     ) -> Result<Agreed, WaitError> {
         let words = agreement::contribution(
@@ -380,7 +388,7 @@ impl MpiInterProcess {
 
     /// Describes the input for the status (`None` and 0 for a process that failed before it had
     /// one).
-    fn describe(input: &Result<HostBuffer, LocalFailure>) -> (Option<ElementType>, usize) {
+    fn describe(input: &Result<HostValues, LocalFailure>) -> (Option<ElementType>, usize) {
         match input {
             Ok(buffer) => (Some(buffer.element_type()), buffer.len()),
             Err(_) => (None, 0),
@@ -390,49 +398,49 @@ impl MpiInterProcess {
     /// The inherent form of [`InterProcess::all_reduce`].
     pub fn all_reduce(
         &self,
-        input: Result<HostBuffer, LocalFailure>,
+        input: Result<HostValues, LocalFailure>,
         operation: ReduceOperation,
         deadline: Option<Instant>,
-    ) -> Result<HostBuffer, InterProcessError> {
+    ) -> Result<HostValues, InterProcessError> {
         self.tagged_all_reduce(input, operation, 0, deadline)
     }
 
     /// The inherent form of [`InterProcess::reduce_scatter`].
     pub fn reduce_scatter(
         &self,
-        input: Result<HostBuffer, LocalFailure>,
+        input: Result<HostValues, LocalFailure>,
         operation: ReduceOperation,
         deadline: Option<Instant>,
-    ) -> Result<HostBuffer, InterProcessError> {
+    ) -> Result<HostValues, InterProcessError> {
         self.tagged_reduce_scatter(input, operation, 0, deadline)
     }
 
     /// The inherent form of [`InterProcess::all_gather`].
     pub fn all_gather(
         &self,
-        input: Result<HostBuffer, LocalFailure>,
+        input: Result<HostValues, LocalFailure>,
         deadline: Option<Instant>,
-    ) -> Result<HostBuffer, InterProcessError> {
+    ) -> Result<HostValues, InterProcessError> {
         self.tagged_all_gather(input, 0, deadline)
     }
 
     /// The inherent form of [`InterProcess::broadcast`].
     pub fn broadcast(
         &self,
-        input: Result<HostBuffer, LocalFailure>,
+        input: Result<HostValues, LocalFailure>,
         root: usize,
         deadline: Option<Instant>,
-    ) -> Result<HostBuffer, InterProcessError> {
+    ) -> Result<HostValues, InterProcessError> {
         self.tagged_broadcast(input, root, 0, deadline)
     }
 
     fn tagged_all_reduce(
         &self,
-        input: Result<HostBuffer, LocalFailure>,
+        input: Result<HostValues, LocalFailure>,
         operation: ReduceOperation,
         tag: u64,
         deadline: Option<Instant>,
-    ) -> Result<HostBuffer, InterProcessError> {
+    ) -> Result<HostValues, InterProcessError> {
         let kind = CollectiveKind::AllReduce;
         let (element, len) = Self::describe(&input);
         let call = describe(kind, Some(operation), element, len, None, tag);
@@ -451,18 +459,18 @@ impl MpiInterProcess {
             Ok(output)
         })?;
         if operation == ReduceOperation::Mean {
-            output.divide_by(self.processes);
+            buffer::divide_by(&mut output, self.processes);
         }
         Ok(output)
     }
 
     fn tagged_reduce_scatter(
         &self,
-        input: Result<HostBuffer, LocalFailure>,
+        input: Result<HostValues, LocalFailure>,
         operation: ReduceOperation,
         tag: u64,
         deadline: Option<Instant>,
-    ) -> Result<HostBuffer, InterProcessError> {
+    ) -> Result<HostValues, InterProcessError> {
         let kind = CollectiveKind::ReduceScatter;
         let (element, len) = Self::describe(&input);
         let call = describe(kind, Some(operation), element, len, None, tag);
@@ -485,17 +493,17 @@ impl MpiInterProcess {
             Ok(output)
         })?;
         if operation == ReduceOperation::Mean {
-            output.divide_by(processes);
+            buffer::divide_by(&mut output, processes);
         }
         Ok(output)
     }
 
     fn tagged_all_gather(
         &self,
-        input: Result<HostBuffer, LocalFailure>,
+        input: Result<HostValues, LocalFailure>,
         tag: u64,
         deadline: Option<Instant>,
-    ) -> Result<HostBuffer, InterProcessError> {
+    ) -> Result<HostValues, InterProcessError> {
         let kind = CollectiveKind::AllGather;
         let (element, len) = Self::describe(&input);
         let call = describe(kind, None, element, len, None, tag);
@@ -512,11 +520,11 @@ impl MpiInterProcess {
 
     fn tagged_broadcast(
         &self,
-        input: Result<HostBuffer, LocalFailure>,
+        input: Result<HostValues, LocalFailure>,
         root: usize,
         tag: u64,
         deadline: Option<Instant>,
-    ) -> Result<HostBuffer, InterProcessError> {
+    ) -> Result<HostValues, InterProcessError> {
         let kind = CollectiveKind::Broadcast;
         let (element, len) = Self::describe(&input);
         let call = describe(kind, None, element, len, Some(root), tag);
@@ -538,7 +546,7 @@ impl MpiInterProcess {
 }
 
 impl InterProcess for MpiInterProcess {
-    type Buffer = HostBuffer;
+    type Buffer = HostValues;
 
     fn process(&self) -> usize {
         self.process
@@ -551,10 +559,10 @@ impl InterProcess for MpiInterProcess {
     fn collective(
         &self,
         collective: Collective,
-        input: Result<HostBuffer, LocalFailure>,
+        input: Result<HostValues, LocalFailure>,
         tag: u64,
         deadline: Option<Instant>,
-    ) -> Result<HostBuffer, InterProcessError> {
+    ) -> Result<HostValues, InterProcessError> {
         match collective {
             Collective::AllReduce(operation) => {
                 self.tagged_all_reduce(input, operation, tag, deadline)
@@ -585,7 +593,7 @@ impl InterProcess for MpiInterProcess {
         tag: u64,
         deadline: Option<Instant>,
     ) -> Result<(), InterProcessError> {
-        let input = status.map(|()| HostBuffer::I64(Vec::new()));
+        let input = status.map(|()| HostValues::I64(Vec::new()));
         self.tagged_all_reduce(input, ReduceOperation::Max, tag, deadline)
             .map(|_| ())
     }
@@ -628,9 +636,9 @@ fn share_text(
         Some(failure) => encode_text(failure.message()),
         None => vec![0; TEXT_WORDS],
     };
-    let shared = post::broadcast(resources.comm, HostBuffer::I64(words), root)?.wait(deadline)?;
+    let shared = post::broadcast(resources.comm, HostValues::I64(words), root)?.wait(deadline)?;
     match shared {
-        HostBuffer::I64(words) => Ok(decode_text(&words)),
+        HostValues::I64(words) => Ok(decode_text(&words)),
         _ => Err(internal("a shared text of the wrong type").into()),
     }
 }
@@ -644,11 +652,11 @@ fn gather_calls(
     let processes = resources.comm.processes;
     let (_, gathered) = post::all_gather(
         resources.comm,
-        HostBuffer::I64(agreement::encode(call).to_vec()),
-        HostBuffer::I64(vec![0; agreement::FIELDS * processes]),
+        HostValues::I64(agreement::encode(call).to_vec()),
+        HostValues::I64(vec![0; agreement::FIELDS * processes]),
     )?
     .wait(deadline)?;
-    let HostBuffer::I64(words) = gathered else {
+    let HostValues::I64(words) = gathered else {
         return Err(internal("gathered calls of the wrong type").into());
     };
     words

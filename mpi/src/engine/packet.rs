@@ -20,7 +20,7 @@
 //! one gave up (see `communicator.rs`).
 
 use crate::agreement::{self, STATUS_WORDS};
-use crate::buffer::HostBuffer;
+use crate::buffer::{read_le_bytes, write_le_bytes};
 use crate::engine::reductions::{Combine, MAX, MIN, PRODUCT, SUM};
 use crate::error::{CallDescription, CollectiveKind};
 use half::{bf16, f16};
@@ -28,6 +28,7 @@ use mpi::collective::UnsafeUserOperation;
 use mpi::datatype::{Equivalence, UserDatatype};
 use mpi::ffi;
 use ruccl_core::{ElementType, ReduceOperation};
+use ruccl_host::HostValues;
 use std::ffi::{c_int, c_void};
 
 /// Bytes of data a packet carries: all-reduces up to this size need no second collective.
@@ -51,14 +52,14 @@ pub(crate) fn carries_data(call: &CallDescription) -> bool {
 pub(crate) fn pack_into(
     packet: &mut Vec<i64>,
     status: &[i64; STATUS_WORDS],
-    data: Option<&HostBuffer>,
+    data: Option<&HostValues>,
 ) {
     packet.clear();
     packet.resize(PACKET_WORDS, 0);
     packet[..STATUS_WORDS].copy_from_slice(status);
     if let Some(data) = data {
         let mut bytes = [0u8; SLOT_BYTES];
-        if data.write_le_bytes(&mut bytes) {
+        if write_le_bytes(data, &mut bytes) {
             write_slot(packet, &bytes);
         }
     }
@@ -71,8 +72,8 @@ pub(crate) fn status(packet: &[i64]) -> Option<[i64; STATUS_WORDS]> {
 
 /// Overwrites `buffer` with the slot's elements (of `buffer`'s type and length); `false` if they
 /// do not fit the slot.
-pub(crate) fn unpack_into(packet: &[i64], buffer: &mut HostBuffer) -> bool {
-    buffer.read_le_bytes(&read_slot(packet))
+pub(crate) fn unpack_into(packet: &[i64], buffer: &mut HostValues) -> bool {
+    read_le_bytes(buffer, &read_slot(packet))
 }
 
 fn read_slot(packet: &[i64]) -> [u8; SLOT_BYTES] {
@@ -266,14 +267,14 @@ mod tests {
     use super::*;
     use crate::agreement::{Verdict, contribution, verdict};
 
-    fn pack(status: &[i64; STATUS_WORDS], data: Option<&HostBuffer>) -> Vec<i64> {
+    fn pack(status: &[i64; STATUS_WORDS], data: Option<&HostValues>) -> Vec<i64> {
         let mut packet = Vec::new();
         pack_into(&mut packet, status, data);
         packet
     }
 
-    fn unpack(packet: &[i64], element: ElementType, len: usize) -> Option<HostBuffer> {
-        let mut buffer = HostBuffer::zeroed(element, len)?;
+    fn unpack(packet: &[i64], element: ElementType, len: usize) -> Option<HostValues> {
+        let mut buffer = HostValues::zeros(element, len)?;
         unpack_into(packet, &mut buffer).then_some(buffer)
     }
 
@@ -311,7 +312,7 @@ mod tests {
         let call = call(3, ElementType::I32, ReduceOperation::Sum);
         let packets = (0..processes)
             .map(|p| {
-                let data = HostBuffer::I32(vec![p as i32, 10, -(p as i32)]);
+                let data = HostValues::I32(vec![p as i32, 10, -(p as i32)]);
                 pack(
                     &contribution(p, processes, false, false, &call),
                     Some(&data),
@@ -325,7 +326,7 @@ mod tests {
         );
         assert_eq!(
             unpack(&reduced, ElementType::I32, 3),
-            Some(HostBuffer::I32(vec![10, 50, -10]))
+            Some(HostValues::I32(vec![10, 50, -10]))
         );
     }
 
@@ -336,21 +337,21 @@ mod tests {
             .iter()
             .enumerate()
             .map(|(p, value)| {
-                let data = HostBuffer::F16(vec![f16::from_f32(*value)]);
+                let data = HostValues::F16(vec![f16::from_f32(*value)]);
                 pack(&contribution(p, 3, false, false, &call), Some(&data))
             })
             .collect();
         let reduced = reduce(packets);
         assert_eq!(
             unpack(&reduced, ElementType::F16, 1),
-            Some(HostBuffer::F16(vec![f16::from_f32(7.25)]))
+            Some(HostValues::F16(vec![f16::from_f32(7.25)]))
         );
     }
 
     #[test]
     fn a_failed_or_disagreeing_side_leaves_the_slot_alone() {
         let good = call(1, ElementType::I64, ReduceOperation::Sum);
-        let data = HostBuffer::I64(vec![5]);
+        let data = HostValues::I64(vec![5]);
         let mut into = pack(&contribution(0, 2, false, false, &good), Some(&data));
         combine_packets(
             &pack(&contribution(1, 2, true, false, &good), None),
@@ -401,11 +402,11 @@ mod tests {
         let call = call(2, ElementType::F64, ReduceOperation::Product);
         let left = pack(
             &contribution(0, 2, false, false, &call),
-            Some(&HostBuffer::F64(vec![2.0, -1.0])),
+            Some(&HostValues::F64(vec![2.0, -1.0])),
         );
         let right = pack(
             &contribution(1, 2, false, false, &call),
-            Some(&HostBuffer::F64(vec![0.5, 3.0])),
+            Some(&HostValues::F64(vec![0.5, 3.0])),
         );
         // Both packets one byte past an 8-byte boundary.
         let bytes = PACKET_WORDS * 8;
@@ -433,7 +434,7 @@ mod tests {
             .collect();
         assert_eq!(
             unpack(&words, ElementType::F64, 2),
-            Some(HostBuffer::F64(vec![1.0, -3.0]))
+            Some(HostValues::F64(vec![1.0, -3.0]))
         );
     }
 }

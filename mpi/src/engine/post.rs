@@ -4,7 +4,7 @@
 //! (a communicator made with [`Waiting::Blocking`](crate::Waiting::Blocking)), handing them
 //! straight back. This is the only module that passes buffer pointers to MPI.
 
-use crate::buffer::HostBuffer;
+use crate::buffer::{recv_ptr, send_ptr};
 use crate::engine::in_flight::{InFlight, WaitError, mpi_error};
 use crate::engine::packet::{PACKET_WORDS, PacketReduction};
 use crate::engine::reductions::{Reduction, move_datatype};
@@ -12,6 +12,7 @@ use crate::engine::runtime::lock_mpi;
 use crate::error::InterProcessError;
 use mpi::ffi;
 use mpi::raw::AsRaw;
+use ruccl_host::HostValues;
 use std::ffi::c_int;
 use std::mem::MaybeUninit;
 use std::time::Instant;
@@ -50,10 +51,10 @@ impl<K> Started<K> {
 /// `MPI_(I)allreduce(send → recv)`: `recv` must have `send`'s type and length.
 pub(crate) fn all_reduce(
     comm: Comm,
-    send: HostBuffer,
-    recv: HostBuffer,
+    send: HostValues,
+    recv: HostValues,
     reduction: Reduction,
-) -> Result<Started<Pair<HostBuffer>>, InterProcessError> {
+) -> Result<Started<Pair<HostValues>>, InterProcessError> {
     same_type(&[&send, &recv], reduction.element)?;
     if send.len() != recv.len() {
         return Err(internal("all-reduce buffers differ in length"));
@@ -69,7 +70,7 @@ pub(crate) fn all_reduce(
             comm,
             (send, recv),
             |(send, recv), request| {
-                let (send, recv) = (send.as_ptr(), recv.as_mut_ptr());
+                let (send, recv) = (send_ptr(send), recv_ptr(recv));
                 match request {
                     Some(request) => {
                         ffi::MPI_Iallreduce(send, recv, count, datatype, op, comm.raw, request)
@@ -117,10 +118,10 @@ pub(crate) fn all_reduce_packet(
 /// length.
 pub(crate) fn reduce_scatter(
     comm: Comm,
-    send: HostBuffer,
-    recv: HostBuffer,
+    send: HostValues,
+    recv: HostValues,
     reduction: Reduction,
-) -> Result<Started<Pair<HostBuffer>>, InterProcessError> {
+) -> Result<Started<Pair<HostValues>>, InterProcessError> {
     same_type(&[&send, &recv], reduction.element)?;
     if recv.len().checked_mul(comm.processes) != Some(send.len()) {
         return Err(internal(
@@ -138,7 +139,7 @@ pub(crate) fn reduce_scatter(
             comm,
             (send, recv),
             |(send, recv), request| {
-                let (send, recv) = (send.as_ptr(), recv.as_mut_ptr());
+                let (send, recv) = (send_ptr(send), recv_ptr(recv));
                 match request {
                     Some(request) => ffi::MPI_Ireduce_scatter_block(
                         send, recv, block, datatype, op, comm.raw, request,
@@ -155,9 +156,9 @@ pub(crate) fn reduce_scatter(
 /// `MPI_(I)allgather(send → recv)`: `recv` holds `processes` blocks of `send`'s length.
 pub(crate) fn all_gather(
     comm: Comm,
-    send: HostBuffer,
-    recv: HostBuffer,
-) -> Result<Started<Pair<HostBuffer>>, InterProcessError> {
+    send: HostValues,
+    recv: HostValues,
+) -> Result<Started<Pair<HostValues>>, InterProcessError> {
     let element = send.element_type();
     same_type(&[&send, &recv], element)?;
     if send.len().checked_mul(comm.processes) != Some(recv.len()) {
@@ -165,7 +166,8 @@ pub(crate) fn all_gather(
     }
     let _ = count(recv.len())?;
     let block = count(send.len())?;
-    let datatype = move_datatype(&send);
+    let datatype =
+        move_datatype(element).ok_or_else(|| internal("a buffer of a type MPI cannot move"))?;
     // SAFETY: MPI gets pointers into `send` (block elements) and `recv` (processes × block
     // elements) only, distinct vectors owned by `keep`, in a datatype of the element's size.
     unsafe {
@@ -174,7 +176,7 @@ pub(crate) fn all_gather(
             comm,
             (send, recv),
             |(send, recv), request| {
-                let (send, recv) = (send.as_ptr(), recv.as_mut_ptr());
+                let (send, recv) = (send_ptr(send), recv_ptr(recv));
                 match request {
                     Some(request) => ffi::MPI_Iallgather(
                         send, block, datatype, recv, block, datatype, comm.raw, request,
@@ -191,20 +193,21 @@ pub(crate) fn all_gather(
 /// `MPI_(I)bcast(buffer)` from `root`, in place.
 pub(crate) fn broadcast(
     comm: Comm,
-    buffer: HostBuffer,
+    buffer: HostValues,
     root: usize,
-) -> Result<Started<HostBuffer>, InterProcessError> {
+) -> Result<Started<HostValues>, InterProcessError> {
     if root >= comm.processes {
         return Err(internal("broadcast root outside the communicator"));
     }
     let root = count(root)?;
     let len = count(buffer.len())?;
-    let datatype = move_datatype(&buffer);
+    let datatype = move_datatype(buffer.element_type())
+        .ok_or_else(|| internal("a buffer of a type MPI cannot move"))?;
     // SAFETY: MPI gets a pointer into `buffer` only, a vector of `len` elements owned by `keep`,
     // in a datatype of the element's size.
     unsafe {
         post("MPI_Bcast", comm, buffer, |buffer, request| {
-            let buffer = buffer.as_mut_ptr();
+            let buffer = recv_ptr(buffer);
             match request {
                 Some(request) => ffi::MPI_Ibcast(buffer, len, datatype, root, comm.raw, request),
                 None => ffi::MPI_Bcast(buffer, len, datatype, root, comm.raw),
@@ -278,7 +281,7 @@ unsafe fn post<K>(
 }
 
 fn same_type(
-    buffers: &[&HostBuffer],
+    buffers: &[&HostValues],
     element: ruccl_core::ElementType,
 ) -> Result<(), InterProcessError> {
     if buffers

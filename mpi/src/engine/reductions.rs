@@ -22,7 +22,6 @@
 //!
 //! `Mean` reduces as `Sum`; the caller divides afterwards.
 
-use crate::HostBuffer;
 use half::{bf16, f16};
 use mpi::collective::{SystemOperation, UnsafeUserOperation};
 use mpi::datatype::Equivalence;
@@ -141,19 +140,21 @@ impl Reductions {
     }
 }
 
-/// The datatype that moves `buffer`'s elements without arithmetic (gathers, broadcasts).
-pub(crate) fn move_datatype(buffer: &HostBuffer) -> ffi::MPI_Datatype {
-    match buffer {
-        HostBuffer::F32(_) => f32::equivalent_datatype().as_raw(),
-        HostBuffer::F64(_) => f64::equivalent_datatype().as_raw(),
-        HostBuffer::F16(_) | HostBuffer::BF16(_) => u16::equivalent_datatype().as_raw(),
-        HostBuffer::I32(_) => i32::equivalent_datatype().as_raw(),
-        HostBuffer::I64(_) => i64::equivalent_datatype().as_raw(),
-        HostBuffer::I8(_) => i8::equivalent_datatype().as_raw(),
-        HostBuffer::U8(_) => u8::equivalent_datatype().as_raw(),
-        HostBuffer::U32(_) => u32::equivalent_datatype().as_raw(),
-        HostBuffer::U64(_) => u64::equivalent_datatype().as_raw(),
-    }
+/// The datatype that moves `element`s without arithmetic (gathers, broadcasts); `None` for an
+/// element type added to the core after this crate.
+pub(crate) fn move_datatype(element: ElementType) -> Option<ffi::MPI_Datatype> {
+    Some(match element {
+        ElementType::F32 => f32::equivalent_datatype().as_raw(),
+        ElementType::F64 => f64::equivalent_datatype().as_raw(),
+        ElementType::F16 | ElementType::BF16 => u16::equivalent_datatype().as_raw(),
+        ElementType::I32 => i32::equivalent_datatype().as_raw(),
+        ElementType::I64 => i64::equivalent_datatype().as_raw(),
+        ElementType::I8 => i8::equivalent_datatype().as_raw(),
+        ElementType::U8 => u8::equivalent_datatype().as_raw(),
+        ElementType::U32 => u32::equivalent_datatype().as_raw(),
+        ElementType::U64 => u64::equivalent_datatype().as_raw(),
+        _ => return None,
+    })
 }
 
 /// The signature MPI calls a user-defined operation with.

@@ -3,13 +3,14 @@
 //! cutting and gluing between the local phases and the inter-process step).
 //!
 //! Both are small on purpose: they are all a GPU pair (a CUDA device, NCCL's device buffers)
-//! has to provide to slot in; MPI's [`HostBuffer`] implements them here, and so do the simulated
-//! device and its fault decorator with the `sim` feature (on by default).
+//! has to provide to slot in; MPI's buffer, [`HostValues`], implements them here, and so do the
+//! simulated device and its fault decorator with the `sim` feature (off by default).
 
-use crate::buffer::{HostBuffer, each};
+use crate::buffer;
 use ruccl_core::{DeviceId, ElementType, NativeCollectiveDevice, TensorInfo};
+use ruccl_host::HostValues;
 #[cfg(feature = "sim")]
-use ruccl_sim::{FaultyDevice, FaultyError, FaultyTensor, SimDevice, SimError, SimTensor};
+use ruccl_sim::{FaultyDevice, FaultyError, FaultyTensor, SimDevice, SimTensor};
 use std::ops::Range;
 
 /// A device whose tensors move into and out of an inter-process engine's buffers `B` (host
@@ -28,10 +29,10 @@ pub trait StagingDevice<B>: NativeCollectiveDevice {
     fn stage_in(&self, device: DeviceId, buffer: B) -> Result<Self::Tensor, Self::Error>;
 }
 
-/// The simulated device keeps its tensors in host memory: staging moves the vector, it never
-/// copies.
+/// The simulated device keeps its tensors in host memory, as the same host values: staging moves
+/// the vector, it never copies.
 #[cfg(feature = "sim")]
-impl StagingDevice<HostBuffer> for SimDevice {
+impl StagingDevice<HostValues> for SimDevice {
     fn tensor_info(&self, tensor: &SimTensor) -> TensorInfo {
         TensorInfo {
             len: tensor.len(),
@@ -39,13 +40,12 @@ impl StagingDevice<HostBuffer> for SimDevice {
         }
     }
 
-    fn stage_out(&self, tensor: SimTensor) -> Result<HostBuffer, Self::Error> {
-        HostBuffer::try_from(tensor.into_values())
-            .map_err(|values| SimError::UnsupportedType(values.element_type()))
+    fn stage_out(&self, tensor: SimTensor) -> Result<HostValues, Self::Error> {
+        Ok(tensor.into_values())
     }
 
-    fn stage_in(&self, device: DeviceId, buffer: HostBuffer) -> Result<SimTensor, Self::Error> {
-        Ok(SimTensor::new(device, buffer.into()))
+    fn stage_in(&self, device: DeviceId, buffer: HostValues) -> Result<SimTensor, Self::Error> {
+        Ok(SimTensor::new(device, buffer))
     }
 }
 
@@ -123,51 +123,45 @@ pub trait LayoutBuffer: Sized + Send {
     fn into_words(self) -> Option<Vec<i64>>;
 }
 
-/// Runs the same expression on the vectors inside two buffers of one type; `$other` otherwise.
+/// Runs the same expression on the vectors inside two buffers of one type; `$other` otherwise
+/// (another type, or one added to ruccl-host after this crate).
 macro_rules! pair {
     ($left:expr, $right:expr, ($a:ident, $b:ident) => $body:expr, $other:expr) => {
         match ($left, $right) {
-            (HostBuffer::F32($a), HostBuffer::F32($b)) => $body,
-            (HostBuffer::F64($a), HostBuffer::F64($b)) => $body,
-            (HostBuffer::F16($a), HostBuffer::F16($b)) => $body,
-            (HostBuffer::BF16($a), HostBuffer::BF16($b)) => $body,
-            (HostBuffer::I32($a), HostBuffer::I32($b)) => $body,
-            (HostBuffer::I64($a), HostBuffer::I64($b)) => $body,
-            (HostBuffer::I8($a), HostBuffer::I8($b)) => $body,
-            (HostBuffer::U8($a), HostBuffer::U8($b)) => $body,
-            (HostBuffer::U32($a), HostBuffer::U32($b)) => $body,
-            (HostBuffer::U64($a), HostBuffer::U64($b)) => $body,
+            (HostValues::F32($a), HostValues::F32($b)) => $body,
+            (HostValues::F64($a), HostValues::F64($b)) => $body,
+            (HostValues::F16($a), HostValues::F16($b)) => $body,
+            (HostValues::BF16($a), HostValues::BF16($b)) => $body,
+            (HostValues::I32($a), HostValues::I32($b)) => $body,
+            (HostValues::I64($a), HostValues::I64($b)) => $body,
+            (HostValues::I8($a), HostValues::I8($b)) => $body,
+            (HostValues::U8($a), HostValues::U8($b)) => $body,
+            (HostValues::U32($a), HostValues::U32($b)) => $body,
+            (HostValues::U64($a), HostValues::U64($b)) => $body,
             _ => $other,
         }
     };
 }
 
-impl LayoutBuffer for HostBuffer {
+impl LayoutBuffer for HostValues {
     fn element_type(&self) -> ElementType {
-        HostBuffer::element_type(self)
+        HostValues::element_type(self)
     }
 
     fn len(&self) -> usize {
-        HostBuffer::len(self)
+        HostValues::len(self)
     }
 
     fn resize(&mut self, len: usize) {
-        each!(self, values => values.resize(len, Default::default()));
+        HostValues::resize(self, len);
     }
 
     fn append(&mut self, other: Self) -> bool {
-        let mut other = other;
-        pair!(self, &mut other, (into, from) => {
-            into.append(from);
-            true
-        }, false)
+        HostValues::append(self, other).is_ok()
     }
 
     fn split_off(&mut self, at: usize) -> Self {
-        each!(self, values => {
-            let at = at.min(values.len());
-            values.split_off(at).into()
-        })
+        HostValues::split_off(self, at)
     }
 
     fn duplicate(&self) -> Self {
@@ -190,16 +184,16 @@ impl LayoutBuffer for HostBuffer {
     }
 
     fn divide_by(&mut self, count: usize) {
-        HostBuffer::divide_by(self, count);
+        buffer::divide_by(self, count);
     }
 
     fn from_words(words: Vec<i64>) -> Self {
-        HostBuffer::I64(words)
+        HostValues::I64(words)
     }
 
     fn into_words(self) -> Option<Vec<i64>> {
         match self {
-            HostBuffer::I64(words) => Some(words),
+            HostValues::I64(words) => Some(words),
             _ => None,
         }
     }
@@ -211,32 +205,23 @@ mod tests {
 
     #[test]
     fn rearranged_places_ranges_and_zero_fills_the_rest() {
-        let source = HostBuffer::I32(vec![1, 2, 3, 4, 5, 6]);
+        let source = HostValues::I32(vec![1, 2, 3, 4, 5, 6]);
         let moved = source.rearranged(8, &[(0..2, 0), (4..6, 5)]);
-        assert_eq!(moved, HostBuffer::I32(vec![1, 2, 0, 0, 0, 5, 6, 0]));
+        assert_eq!(moved, HostValues::I32(vec![1, 2, 0, 0, 0, 5, 6, 0]));
         // Ranges past either end are cut, never a panic.
         let cut = source.rearranged(3, &[(4..9, 1)]);
-        assert_eq!(cut, HostBuffer::I32(vec![0, 5, 6]));
+        assert_eq!(cut, HostValues::I32(vec![0, 5, 6]));
     }
 
     #[test]
     fn append_refuses_another_element_type() {
-        let mut buffer = HostBuffer::F32(vec![1.0]);
-        assert!(!buffer.append(HostBuffer::I32(vec![2])));
-        assert!(buffer.append(HostBuffer::F32(vec![2.0])));
-        assert_eq!(buffer, HostBuffer::F32(vec![1.0, 2.0]));
-    }
-
-    #[test]
-    fn split_off_and_resize_cut_where_asked() {
-        let mut buffer = HostBuffer::I64(vec![1, 2, 3, 4, 5]);
-        let tail = buffer.split_off(3);
-        assert_eq!(tail, HostBuffer::I64(vec![4, 5]));
-        assert_eq!(buffer.split_off(9), HostBuffer::I64(vec![]));
-        buffer.resize(5);
-        assert_eq!(buffer, HostBuffer::I64(vec![1, 2, 3, 0, 0]));
-        buffer.resize(1);
-        assert_eq!(buffer, HostBuffer::I64(vec![1]));
+        let mut buffer = HostValues::F32(vec![1.0]);
+        assert!(!LayoutBuffer::append(&mut buffer, HostValues::I32(vec![2])));
+        assert!(LayoutBuffer::append(
+            &mut buffer,
+            HostValues::F32(vec![2.0])
+        ));
+        assert_eq!(buffer, HostValues::F32(vec![1.0, 2.0]));
     }
 
     #[cfg(feature = "sim")]
@@ -244,14 +229,14 @@ mod tests {
     fn staging_the_simulated_device_moves_the_vector() {
         let device = SimDevice::new();
         let tensor = device
-            .stage_in(DeviceId::new(3), HostBuffer::F64(vec![1.5, 2.5]))
+            .stage_in(DeviceId::new(3), HostValues::F64(vec![1.5, 2.5]))
             .unwrap();
         assert_eq!(tensor.device(), DeviceId::new(3));
         let info = device.tensor_info(&tensor);
         assert_eq!((info.len, info.element), (2, ElementType::F64));
         assert_eq!(
             device.stage_out(tensor).unwrap(),
-            HostBuffer::F64(vec![1.5, 2.5])
+            HostValues::F64(vec![1.5, 2.5])
         );
     }
 }

@@ -6,11 +6,11 @@
 #![cfg(feature = "sim")]
 
 use super::*;
-use crate::buffer::HostBuffer;
 use crate::error::InterProcessError;
 use ruccl_core::{Algorithm, ElementType, LinkModel, NativeCollectiveDevice, NativeCommunicator};
+use ruccl_host::HostValues;
 use ruccl_sim::fault::{GenerationCalls, Outcome as Predicted, every_site};
-use ruccl_sim::{FaultPlan, FaultyDevice, FaultyTensor, HostValues, SimDevice, SimTensor};
+use ruccl_sim::{FaultPlan, FaultyDevice, FaultyTensor, SimDevice, SimTensor};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -19,7 +19,7 @@ use std::time::Duration;
 struct Alone;
 
 impl InterProcess for Alone {
-    type Buffer = HostBuffer;
+    type Buffer = HostValues;
 
     fn process(&self) -> usize {
         0
@@ -32,10 +32,10 @@ impl InterProcess for Alone {
     fn collective(
         &self,
         collective: Collective,
-        input: Result<HostBuffer, LocalFailure>,
+        input: Result<HostValues, LocalFailure>,
         _tag: u64,
         _deadline: Option<Instant>,
-    ) -> Result<HostBuffer, InterProcessError> {
+    ) -> Result<HostValues, InterProcessError> {
         let input = input.map_err(|failure| InterProcessError::Failed {
             process: 0,
             message: failure.message().to_owned(),
@@ -78,8 +78,8 @@ fn input(rank: usize, len: usize, operation: ReduceOperation) -> Vec<i64> {
         .collect()
 }
 
-fn values(tensor: &SimTensor) -> HostBuffer {
-    HostBuffer::try_from(tensor.values().clone()).unwrap()
+fn values(tensor: &SimTensor) -> HostValues {
+    tensor.values().clone()
 }
 
 /// Runs `call` on every local rank, each on its own thread.
@@ -352,15 +352,15 @@ fn a_step_slower_than_the_deadline_times_out_every_rank_of_the_process() {
             self.0.finish(w, plan)
         }
     }
-    impl StagingDevice<HostBuffer> for Slow {
+    impl StagingDevice<HostValues> for Slow {
         fn tensor_info(&self, tensor: &SimTensor) -> TensorInfo {
             self.0.tensor_info(tensor)
         }
-        fn stage_out(&self, tensor: SimTensor) -> Result<HostBuffer, Self::Error> {
+        fn stage_out(&self, tensor: SimTensor) -> Result<HostValues, Self::Error> {
             std::thread::sleep(Duration::from_millis(200));
             self.0.stage_out(tensor)
         }
-        fn stage_in(&self, device: DeviceId, buffer: HostBuffer) -> Result<SimTensor, Self::Error> {
+        fn stage_in(&self, device: DeviceId, buffer: HostValues) -> Result<SimTensor, Self::Error> {
             self.0.stage_in(device, buffer)
         }
     }

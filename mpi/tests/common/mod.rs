@@ -5,7 +5,7 @@
 
 use half::{bf16, f16};
 use ruccl_core::{ElementType, ReduceOperation};
-use ruccl_mpi::{HostBuffer, MpiInterProcess, MpiRuntime};
+use ruccl_mpi::{HostValues, MpiInterProcess, MpiRuntime};
 use std::time::{Duration, Instant};
 
 /// Contributor `who`'s element `index` for `operation` (never negative in an unsigned type).
@@ -32,7 +32,7 @@ pub fn value(who: usize, index: usize, element: ElementType, operation: ReduceOp
 }
 
 /// Exact small values as a buffer of `element`.
-pub fn buffer(element: ElementType, values: &[f64]) -> HostBuffer {
+pub fn buffer(element: ElementType, values: &[f64]) -> HostValues {
     fn cast<T>(values: &[f64], from: impl Fn(f64) -> T) -> Vec<T> {
         values.iter().map(|value| from(*value)).collect()
     }
@@ -57,7 +57,7 @@ pub fn input(
     len: usize,
     element: ElementType,
     operation: ReduceOperation,
-) -> HostBuffer {
+) -> HostValues {
     let values: Vec<f64> = (0..len)
         .map(|index| value(who, index, element, operation))
         .collect();
@@ -72,7 +72,7 @@ pub fn reference(
     len: usize,
     element: ElementType,
     operation: ReduceOperation,
-) -> HostBuffer {
+) -> HostValues {
     let fold = |index: usize| {
         let values = (0..count).map(|who| value(who, index, element, operation));
         match operation {
@@ -89,22 +89,22 @@ pub fn reference(
     }
     let divisor = count as f32;
     match reduced {
-        HostBuffer::F32(v) => v
+        HostValues::F32(v) => v
             .into_iter()
             .map(|x| x / divisor)
             .collect::<Vec<_>>()
             .into(),
-        HostBuffer::F64(v) => v
+        HostValues::F64(v) => v
             .into_iter()
             .map(|x| x / count as f64)
             .collect::<Vec<_>>()
             .into(),
-        HostBuffer::F16(v) => v
+        HostValues::F16(v) => v
             .into_iter()
             .map(|x| f16::from_f32(x.to_f32() / divisor))
             .collect::<Vec<_>>()
             .into(),
-        HostBuffer::BF16(v) => v
+        HostValues::BF16(v) => v
             .into_iter()
             .map(|x| bf16::from_f32(x.to_f32() / divisor))
             .collect::<Vec<_>>()
@@ -121,15 +121,15 @@ pub fn reference(
 }
 
 /// Whether two buffers hold the same type and bits (floats compared bit for bit).
-pub fn same_bits(actual: &HostBuffer, expected: &HostBuffer) -> bool {
+pub fn same_bits(actual: &HostValues, expected: &HostValues) -> bool {
     fn bits<T: Copy, B: PartialEq>(a: &[T], b: &[T], f: impl Fn(T) -> B) -> bool {
         a.len() == b.len() && a.iter().zip(b).all(|(x, y)| f(*x) == f(*y))
     }
     match (actual, expected) {
-        (HostBuffer::F32(a), HostBuffer::F32(b)) => bits(a, b, f32::to_bits),
-        (HostBuffer::F64(a), HostBuffer::F64(b)) => bits(a, b, f64::to_bits),
-        (HostBuffer::F16(a), HostBuffer::F16(b)) => bits(a, b, f16::to_bits),
-        (HostBuffer::BF16(a), HostBuffer::BF16(b)) => bits(a, b, bf16::to_bits),
+        (HostValues::F32(a), HostValues::F32(b)) => bits(a, b, f32::to_bits),
+        (HostValues::F64(a), HostValues::F64(b)) => bits(a, b, f64::to_bits),
+        (HostValues::F16(a), HostValues::F16(b)) => bits(a, b, f16::to_bits),
+        (HostValues::BF16(a), HostValues::BF16(b)) => bits(a, b, bf16::to_bits),
         (a, b) => a == b,
     }
 }
@@ -144,13 +144,13 @@ pub fn passed_everywhere(
     failed_here: bool,
     within: Duration,
 ) -> bool {
-    let flag = HostBuffer::I32(vec![i32::from(failed_here)]);
+    let flag = HostValues::I32(vec![i32::from(failed_here)]);
     match control.all_reduce(
         Ok(flag),
         ReduceOperation::Max,
         Some(Instant::now() + within),
     ) {
-        Ok(HostBuffer::I32(flags)) => flags == [0],
+        Ok(HostValues::I32(flags)) => flags == [0],
         Ok(other) => {
             eprintln!("[process {process}] the control verdict came back as {other:?}");
             false
