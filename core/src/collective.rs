@@ -16,6 +16,10 @@ use std::time::Duration;
 /// | `ReduceScatter(op)` | `W·m`        | `m`             | block `rank` of the reduction              |
 /// | `AllGather`       | `m`            | `W·m`           | block `r` is rank `r`'s input               |
 /// | `Broadcast{root}` | `n`            | `n`             | the root's input (others' contents ignored) |
+/// | `Reduce{op, root}` | `n`           | `n` at the root, `0` elsewhere | the reduction, at the root   |
+/// | `Gather{root}`    | `m`            | `W·m` at the root, `0` elsewhere | block `r` is rank `r`'s input |
+/// | `Scatter{root}`   | `W·m` (only the root's is read) | `m` | block `rank` of the root's input        |
+/// | `AllToAll`        | `W·m`          | `W·m`           | block `j` is block `rank` of rank `j`'s input |
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Collective {
@@ -30,41 +34,118 @@ pub enum Collective {
         /// The rank whose input everyone receives.
         root: usize,
     },
+    /// Rank `root` receives the element-wise reduction of every rank's input; every other rank
+    /// receives an empty tensor.
+    Reduce {
+        /// The reduce operation.
+        op: ReduceOperation,
+        /// The rank that receives the reduction.
+        root: usize,
+    },
+    /// Rank `root` receives every rank's input, concatenated in rank order; every other rank
+    /// receives an empty tensor.
+    Gather {
+        /// The rank that receives the inputs.
+        root: usize,
+    },
+    /// Rank `r` receives block `r` (of `W` equal blocks) of rank `root`'s input; the other
+    /// ranks' inputs are not read (but must have the root's length and type).
+    Scatter {
+        /// The rank whose input is scattered.
+        root: usize,
+    },
+    /// Rank `r` receives, as its block `j`, block `r` of rank `j`'s input (`W` equal blocks).
+    AllToAll,
 }
 
 impl Collective {
     /// Every kind of collective, with `Sum` and root 0 where a parameter is needed.
-    pub const KINDS: [Collective; 4] = [
+    pub const KINDS: [Collective; 8] = [
         Collective::AllReduce(ReduceOperation::Sum),
         Collective::ReduceScatter(ReduceOperation::Sum),
         Collective::AllGather,
         Collective::Broadcast { root: 0 },
+        Collective::Reduce {
+            op: ReduceOperation::Sum,
+            root: 0,
+        },
+        Collective::Gather { root: 0 },
+        Collective::Scatter { root: 0 },
+        Collective::AllToAll,
     ];
 
     /// The reduce operation, for the reducing collectives.
     pub const fn operation(self) -> Option<ReduceOperation> {
         match self {
-            Collective::AllReduce(operation) | Collective::ReduceScatter(operation) => {
-                Some(operation)
-            }
-            Collective::AllGather | Collective::Broadcast { .. } => None,
+            Collective::AllReduce(operation)
+            | Collective::ReduceScatter(operation)
+            | Collective::Reduce { op: operation, .. } => Some(operation),
+            Collective::AllGather
+            | Collective::Broadcast { .. }
+            | Collective::Gather { .. }
+            | Collective::Scatter { .. }
+            | Collective::AllToAll => None,
+        }
+    }
+
+    /// The root, for the rooted collectives (broadcast, reduce, gather, scatter).
+    pub const fn root(self) -> Option<usize> {
+        match self {
+            Collective::Broadcast { root }
+            | Collective::Reduce { root, .. }
+            | Collective::Gather { root }
+            | Collective::Scatter { root } => Some(root),
+            Collective::AllReduce(_)
+            | Collective::ReduceScatter(_)
+            | Collective::AllGather
+            | Collective::AllToAll => None,
+        }
+    }
+
+    /// The same collective with its root replaced by `root` (itself if it has none).
+    pub const fn with_root(self, root: usize) -> Collective {
+        match self {
+            Collective::Broadcast { .. } => Collective::Broadcast { root },
+            Collective::Reduce { op, .. } => Collective::Reduce { op, root },
+            Collective::Gather { .. } => Collective::Gather { root },
+            Collective::Scatter { .. } => Collective::Scatter { root },
+            other => other,
+        }
+    }
+
+    /// The same collective with its reduce operation replaced by `operation` (itself if it
+    /// reduces nothing).
+    pub const fn with_operation(self, operation: ReduceOperation) -> Collective {
+        match self {
+            Collective::AllReduce(_) => Collective::AllReduce(operation),
+            Collective::ReduceScatter(_) => Collective::ReduceScatter(operation),
+            Collective::Reduce { root, .. } => Collective::Reduce {
+                op: operation,
+                root,
+            },
+            other => other,
         }
     }
 
     /// The name nccl-tests gives the collective: `all_reduce`, `reduce_scatter`, `all_gather`,
-    /// `broadcast` (its binaries are `<name>_perf`).
+    /// `broadcast`, `reduce`, `gather`, `scatter`, `alltoall` (its binaries are `<name>_perf`).
     pub const fn nccl_name(self) -> &'static str {
         match self {
             Collective::AllReduce(_) => "all_reduce",
             Collective::ReduceScatter(_) => "reduce_scatter",
             Collective::AllGather => "all_gather",
             Collective::Broadcast { .. } => "broadcast",
+            Collective::Reduce { .. } => "reduce",
+            Collective::Gather { .. } => "gather",
+            Collective::Scatter { .. } => "scatter",
+            Collective::AllToAll => "alltoall",
         }
     }
 
     /// nccl-tests' bus-bandwidth factor for `world` ranks: `busbw = algbw · factor`, where
     /// `algbw` is the larger of the input and output sizes over the time. `2(W-1)/W` for
-    /// all-reduce, `(W-1)/W` for reduce-scatter and all-gather, `1` for broadcast.
+    /// all-reduce; `(W-1)/W` for reduce-scatter, all-gather, gather, scatter and all-to-all; `1`
+    /// for broadcast and reduce (nccl-tests' `*GetBw` of each collective).
     pub fn bus_factor(self, world: usize) -> f64 {
         if world == 0 {
             return 0.0;
@@ -72,22 +153,39 @@ impl Collective {
         let share = (world - 1) as f64 / world as f64;
         match self {
             Collective::AllReduce(_) => 2.0 * share,
-            Collective::ReduceScatter(_) | Collective::AllGather => share,
-            Collective::Broadcast { .. } => 1.0,
+            Collective::ReduceScatter(_)
+            | Collective::AllGather
+            | Collective::Gather { .. }
+            | Collective::Scatter { .. }
+            | Collective::AllToAll => share,
+            Collective::Broadcast { .. } | Collective::Reduce { .. } => 1.0,
         }
     }
 
-    /// The elements of every rank's output for an input of `input_len` elements on `world`
-    /// ranks, or `None` where the collective cannot take that input (a reduce-scatter input not
-    /// divisible by the world, an overflow).
+    /// The elements of the largest output of any rank (the root's, for reduce and gather) for
+    /// an input of `input_len` elements on `world` ranks, or `None` where the collective cannot
+    /// take that input (an input that must split into `W` equal blocks and does not, an
+    /// overflow). See [`output_len_at`](Self::output_len_at) for one rank's.
     pub fn output_len(self, world: usize, input_len: usize) -> Option<usize> {
+        let blocks = || (world > 0 && input_len % world == 0).then(|| input_len / world);
         match self {
-            Collective::AllReduce(_) | Collective::Broadcast { .. } => Some(input_len),
-            Collective::ReduceScatter(_) => {
-                (world > 0 && input_len % world == 0).then(|| input_len / world)
+            Collective::AllReduce(_) | Collective::Broadcast { .. } | Collective::Reduce { .. } => {
+                Some(input_len)
             }
-            Collective::AllGather => input_len.checked_mul(world),
+            Collective::ReduceScatter(_) | Collective::Scatter { .. } => blocks(),
+            Collective::AllToAll => blocks().map(|_| input_len),
+            Collective::AllGather | Collective::Gather { .. } => input_len.checked_mul(world),
         }
+    }
+
+    /// The elements of rank `rank`'s output: [`output_len`](Self::output_len), except `0` for
+    /// every rank but the root of a reduce or a gather.
+    pub fn output_len_at(self, rank: usize, world: usize, input_len: usize) -> Option<usize> {
+        let len = self.output_len(world, input_len)?;
+        Some(match self {
+            Collective::Reduce { root, .. } | Collective::Gather { root } if rank != root => 0,
+            _ => len,
+        })
     }
 }
 
@@ -98,6 +196,10 @@ impl fmt::Display for Collective {
             Collective::ReduceScatter(operation) => write!(f, "reduce-scatter({operation})"),
             Collective::AllGather => f.write_str("all-gather"),
             Collective::Broadcast { root } => write!(f, "broadcast(root {root})"),
+            Collective::Reduce { op, root } => write!(f, "reduce({op}, root {root})"),
+            Collective::Gather { root } => write!(f, "gather(root {root})"),
+            Collective::Scatter { root } => write!(f, "scatter(root {root})"),
+            Collective::AllToAll => f.write_str("all-to-all"),
         }
     }
 }

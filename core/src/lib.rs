@@ -126,7 +126,10 @@ pub use device::{
 };
 pub use element::{ElementType, ParseElementTypeError};
 pub use error::{NativeCollectiveError, Phase};
-pub use plan::{Plan, PlanParts, Step, Transfer};
+pub use plan::{
+    Operand, Piece, Plan, PlanParts, Source, Step, StepLayout, StepViolation, Transfer, Write,
+    WriteKind,
+};
 pub use registry::NativeCommunicators;
 pub use rendezvous::{NativeCommunicator, WaitStats};
 pub use verify::{ScheduleViolation, verify};

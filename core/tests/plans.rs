@@ -13,25 +13,39 @@ use ruccl_core::{
 
 const SUM: ReduceOperation = ReduceOperation::Sum;
 
-/// The collectives to check on `world` ranks: every kind, broadcast from the first, middle and
-/// last rank.
+/// The collectives to check on `world` ranks: every kind, the rooted ones from the first,
+/// middle and last rank.
 fn collectives(world: usize) -> Vec<Collective> {
     let mut all = vec![
         Collective::AllReduce(SUM),
         Collective::ReduceScatter(ReduceOperation::Max),
         Collective::AllGather,
+        Collective::AllToAll,
     ];
     let mut roots = vec![0, world / 2, world - 1];
     roots.dedup();
-    all.extend(roots.into_iter().map(|root| Collective::Broadcast { root }));
+    for root in roots {
+        all.extend([
+            Collective::Broadcast { root },
+            Collective::Reduce {
+                op: ReduceOperation::Min,
+                root,
+            },
+            Collective::Gather { root },
+            Collective::Scatter { root },
+        ]);
+    }
     all
 }
 
-/// Edge input lengths for `collective` on `world` ranks: empty, one, around the world, a prime.
+/// Edge input lengths for `collective` on `world` ranks: empty, one, around the world, a prime
+/// (per block, for the collectives whose input splits into `W` blocks).
 fn lengths(collective: Collective, world: usize) -> Vec<usize> {
     match collective {
-        Collective::ReduceScatter(_) => [0, 1, 2, 3, 7].iter().map(|m| m * world).collect(),
-        Collective::AllGather => vec![0, 1, 2, 5],
+        Collective::ReduceScatter(_) | Collective::Scatter { .. } | Collective::AllToAll => {
+            [0, 1, 2, 3, 7].iter().map(|m| m * world).collect()
+        }
+        Collective::AllGather | Collective::Gather { .. } => vec![0, 1, 2, 5],
         _ => {
             let mut lengths = vec![0, 1, world - 1, world, world + 1, 2 * world + 3, 97];
             lengths.sort_unstable();
@@ -60,13 +74,21 @@ fn algorithms(world: usize) -> Vec<Algorithm> {
         .collect()
 }
 
+/// The algorithms that have a plan for `collective` on `world` ranks: only direct for all-to-all.
+fn algorithms_for(collective: Collective, world: usize) -> Vec<Algorithm> {
+    algorithms(world)
+        .into_iter()
+        .filter(|&algorithm| collective != Collective::AllToAll || algorithm == Algorithm::Direct)
+        .collect()
+}
+
 #[test]
 fn every_built_in_plan_verifies_on_every_world_up_to_64() {
     let mut checked = 0;
     for world in 1..=64 {
         for collective in collectives(world) {
             for length in lengths(collective, world) {
-                for algorithm in algorithms(world) {
+                for algorithm in algorithms_for(collective, world) {
                     let plan = Plan::new(collective, algorithm, world, length)
                         .unwrap_or_else(|error| panic!("{error}"));
                     assert_eq!(plan.algorithm(), algorithm);
@@ -78,7 +100,165 @@ fn every_built_in_plan_verifies_on_every_world_up_to_64() {
             }
         }
     }
-    assert!(checked > 3000, "only {checked} plans checked");
+    assert!(checked > 11000, "only {checked} plans checked");
+}
+
+#[test]
+fn the_largest_built_in_plans_verify_at_a_large_prime_length() {
+    // A large prime per block at W = 64: the checker's time for the biggest plans it takes on.
+    let world = 64;
+    let prime = 127;
+    for collective in collectives(world) {
+        let length = match collective {
+            Collective::ReduceScatter(_) | Collective::Scatter { .. } | Collective::AllToAll => {
+                prime * world
+            }
+            Collective::AllGather | Collective::Gather { .. } => prime,
+            _ => 8191,
+        };
+        for algorithm in algorithms_for(collective, world) {
+            let plan = Plan::new(collective, algorithm, world, length).unwrap();
+            if let Err(violation) = verify(&plan) {
+                panic!("{collective} via {algorithm}, W={world}, n={length}: {violation}");
+            }
+        }
+    }
+}
+
+#[test]
+fn ring_and_halving_doubling_refuse_all_to_all_and_auto_takes_direct() {
+    for algorithm in [Algorithm::Ring, Algorithm::HalvingDoubling] {
+        let error = Plan::new(Collective::AllToAll, algorithm, 4, 8).unwrap_err();
+        assert!(
+            matches!(error, NativeCollectiveError::InvalidCollective { .. }),
+            "{error}"
+        );
+        assert!(error.to_string().contains("no all-to-all plan"), "{error}");
+    }
+    let auto = Plan::new(Collective::AllToAll, Algorithm::Auto, 4, 1 << 20).unwrap();
+    assert_eq!(auto.algorithm(), Algorithm::Direct);
+}
+
+#[test]
+fn rooted_collectives_give_an_output_only_where_the_contract_says() {
+    let (world, m) = (4, 3);
+    let reduce = Plan::new(
+        Collective::Reduce { op: SUM, root: 2 },
+        Algorithm::Ring,
+        world,
+        10,
+    )
+    .unwrap();
+    let gather = Plan::new(Collective::Gather { root: 1 }, Algorithm::Direct, world, m).unwrap();
+    let scatter = Plan::new(
+        Collective::Scatter { root: 3 },
+        Algorithm::HalvingDoubling,
+        world,
+        world * m,
+    )
+    .unwrap();
+    for rank in 0..world {
+        assert_eq!(reduce.output(rank).len(), if rank == 2 { 10 } else { 0 });
+        assert_eq!(
+            gather.output(rank).len(),
+            if rank == 1 { world * m } else { 0 }
+        );
+        assert_eq!(scatter.output(rank), rank * m..(rank + 1) * m);
+    }
+    assert_eq!(reduce.output_len(), 10);
+    // Direct all-to-all sends W-1 blocks from every rank, and none to itself.
+    let all_to_all = Plan::new(Collective::AllToAll, Algorithm::Direct, world, world * m).unwrap();
+    for rank in 0..world {
+        assert_eq!(all_to_all.elements_sent_by(rank), (world - 1) * m);
+    }
+}
+
+#[test]
+fn an_all_to_all_block_landing_one_element_off_is_refused() {
+    // Planted slip: one transfer's `at` off by one.
+    let mut parts = Plan::new(Collective::AllToAll, Algorithm::Direct, 3, 6)
+        .unwrap()
+        .into_parts();
+    parts.steps[0].transfers[1].at += 1;
+    let violation = refused(parts);
+    assert!(
+        matches!(
+            violation,
+            ScheduleViolation::WrongContents { .. } | ScheduleViolation::DoubleWrite { .. }
+        ),
+        "{violation}"
+    );
+}
+
+#[test]
+fn a_gather_block_sent_to_the_wrong_offset_at_the_root_is_refused() {
+    // Planted slip: the root receives rank 2's block where rank 1's belongs.
+    let mut parts = Plan::new(Collective::Gather { root: 0 }, Algorithm::Direct, 4, 2)
+        .unwrap()
+        .into_parts();
+    let transfer = parts.steps[0]
+        .transfers
+        .iter_mut()
+        .find(|transfer| transfer.from == 2)
+        .unwrap();
+    transfer.at = 2;
+    // Rank 2's block lands on rank 1's slot: two writers of one element of the root.
+    let violation = refused(parts);
+    assert_eq!(
+        violation.to_string(),
+        "step 0: rank 0 element 2 is overwritten twice in one step, by rank 1 and rank 2"
+    );
+    // Without rank 1's transfer, the slot holds the wrong rank's block.
+    let mut parts = Plan::new(Collective::Gather { root: 0 }, Algorithm::Direct, 4, 2)
+        .unwrap()
+        .into_parts();
+    parts.steps[0]
+        .transfers
+        .retain(|transfer| transfer.from != 1);
+    parts.steps[0].transfers[0].at = 2;
+    let text = refused(parts).to_string();
+    assert!(text.starts_with("rank 0 output element 2"), "{text}");
+}
+
+#[test]
+fn local_copies_read_the_state_before_the_step() {
+    // One rank, two elements: a step of two self-transfers swaps them (each reads the value from
+    // before the step). Two swaps are the identity, a correct one-rank all-to-all; one swap is
+    // not. A checker that read a source after the same step wrote it would see [x0, x0].
+    let swap = Step {
+        combine: false,
+        transfers: vec![
+            Transfer {
+                from: 0,
+                to: 0,
+                range: 0..1,
+                at: 1,
+            },
+            Transfer {
+                from: 0,
+                to: 0,
+                range: 1..2,
+                at: 0,
+            },
+        ],
+    };
+    let parts = |steps: Vec<Step>| PlanParts {
+        collective: Collective::AllToAll,
+        world: 1,
+        input_len: 2,
+        buffer_len: 2,
+        placements: vec![0],
+        outputs: vec![0..2],
+        steps,
+    };
+    assert!(Plan::from_parts(parts(vec![swap.clone(), swap.clone()])).is_ok());
+    let violation = refused(parts(vec![swap]));
+    assert!(
+        violation.to_string().starts_with(
+            "rank 0 output element 0 (last written in step 0): holds rank 0's input element 1"
+        ),
+        "{violation}"
+    );
 }
 
 #[test]
@@ -138,7 +318,37 @@ fn impossible_requests_are_typed_errors() {
             "overflow",
         ),
     ];
-    for (collective, algorithm, world, length, says) in cases {
+    let more = [
+        (
+            Collective::Reduce { op: SUM, root: 5 },
+            Algorithm::Ring,
+            4,
+            10,
+            "root 5",
+        ),
+        (
+            Collective::Scatter { root: 0 },
+            Algorithm::Direct,
+            4,
+            10,
+            "equal blocks",
+        ),
+        (
+            Collective::AllToAll,
+            Algorithm::Direct,
+            3,
+            10,
+            "equal blocks",
+        ),
+        (
+            Collective::Gather { root: 1 },
+            Algorithm::HalvingDoubling,
+            3,
+            10,
+            "power-of-two",
+        ),
+    ];
+    for (collective, algorithm, world, length, says) in cases.into_iter().chain(more) {
         let error = Plan::new(collective, algorithm, world, length).unwrap_err();
         assert!(
             matches!(error, NativeCollectiveError::InvalidCollective { .. }),
@@ -241,7 +451,7 @@ fn a_shared_link_prices_the_step_total() {
 
 #[test]
 fn a_fold_of_several_senders_reads_and_writes_the_receiver_once() {
-    let transfer = |from, to, range| Transfer { from, to, range };
+    let transfer = |from, to, range| Transfer::new(from, to, range);
     let mut step = Step {
         combine: true,
         transfers: vec![
@@ -367,11 +577,13 @@ fn on_a_shared_link_every_broadcast_moves_the_buffer_once_per_receiver_and_direc
 fn only_a_step_that_overwrites_its_own_sources_copies_them_aside() {
     for world in [2, 3, 4, 8] {
         for collective in collectives(world) {
-            for algorithm in algorithms(world) {
+            for algorithm in algorithms_for(collective, world) {
                 let plan = Plan::new(collective, algorithm, world, 8 * world).unwrap();
                 let aside: usize = plan.steps().iter().map(Step::copied_aside).sum();
                 let expected = match (collective, algorithm) {
                     (Collective::AllReduce(_), Algorithm::Direct) if world > 1 => world * 8 * world,
+                    // In place, every block but a rank's own is both sent and overwritten.
+                    (Collective::AllToAll, Algorithm::Direct) => world * (world - 1) * 8,
                     _ => 0,
                 };
                 assert_eq!(aside, expected, "{collective} via {algorithm}, W={world}");
@@ -382,26 +594,10 @@ fn only_a_step_that_overwrites_its_own_sources_copies_them_aside() {
     let step = Step {
         combine: false,
         transfers: vec![
-            Transfer {
-                from: 0,
-                to: 1,
-                range: 0..4,
-            },
-            Transfer {
-                from: 0,
-                to: 2,
-                range: 0..4,
-            },
-            Transfer {
-                from: 3,
-                to: 0,
-                range: 2..3,
-            },
-            Transfer {
-                from: 3,
-                to: 1,
-                range: 6..8,
-            },
+            Transfer::new(0, 1, 0..4),
+            Transfer::new(0, 2, 0..4),
+            Transfer::new(3, 0, 2..3),
+            Transfer::new(3, 1, 6..8),
         ],
     };
     assert_eq!(step.overwritten_sources(), vec![(0, 0..4)]);
@@ -464,11 +660,7 @@ fn a_reduce_step_that_overwrites_loses_contributions() {
 fn a_reassociated_fold_is_caught_as_bitwise_disagreement() {
     // Rank 1 folds ((x0 ⊕ x1) ⊕ x2); rank 0 ends with x0 ⊕ (x1 ⊕ x2): every element is still
     // reduced exactly once, but the two may round differently.
-    let t = |from, to| Transfer {
-        from,
-        to,
-        range: 0..1,
-    };
+    let t = |from, to| Transfer::new(from, to, 0..1);
     let parts = PlanParts {
         collective: Collective::AllReduce(SUM),
         world: 3,
@@ -526,11 +718,7 @@ fn two_writers_of_one_element_in_an_overwriting_step_are_refused() {
         .unwrap()
         .into_parts();
     // Rank 2 also overwrites rank 1's tensor, which the root already sends there.
-    parts.steps[0].transfers.push(Transfer {
-        from: 2,
-        to: 1,
-        range: 0..4,
-    });
+    parts.steps[0].transfers.push(Transfer::new(2, 1, 0..4));
     let violation = refused(parts);
     assert_eq!(
         violation,
@@ -592,12 +780,13 @@ fn a_reduce_scatter_missing_one_transfer_lacks_that_contribution() {
 }
 
 #[test]
-fn a_rank_sending_to_itself_is_refused() {
+fn a_rank_copying_to_itself_instead_of_sending_leaves_the_receiver_without_its_chunk() {
+    // Contract v3: a self-transfer is a local copy, so the plan is well formed — and wrong.
     let mut parts = ring_all_reduce(3, 3);
     parts.steps[2].transfers[1].to = parts.steps[2].transfers[1].from;
     assert!(matches!(
         refused(parts),
-        ScheduleViolation::SelfTransfer { step: 2, .. }
+        ScheduleViolation::WrongContents { .. }
     ));
 }
 
@@ -623,11 +812,7 @@ fn a_layout_that_does_not_fit_is_refused() {
 #[test]
 fn a_right_custom_schedule_becomes_a_custom_plan() {
     // A two-step all-reduce of two ranks: rank 1 folds, then copies back.
-    let t = |from, to| Transfer {
-        from,
-        to,
-        range: 0..5,
-    };
+    let t = |from, to| Transfer::new(from, to, 0..5);
     let plan = Plan::from_parts(PlanParts {
         collective: Collective::AllReduce(SUM),
         world: 2,
@@ -656,11 +841,13 @@ proptest! {
     fn random_worlds_and_lengths_verify(world in 1usize..=24, length in 0usize..300) {
         for collective in collectives(world) {
             let length = match collective {
-                Collective::ReduceScatter(_) => length / world * world,
-                Collective::AllGather => length / world,
+                Collective::ReduceScatter(_) | Collective::Scatter { .. } | Collective::AllToAll => {
+                    length / world * world
+                }
+                Collective::AllGather | Collective::Gather { .. } => length / world,
                 _ => length,
             };
-            for algorithm in algorithms(world) {
+            for algorithm in algorithms_for(collective, world) {
                 let plan = Plan::new(collective, algorithm, world, length).unwrap();
                 prop_assert_eq!(verify(&plan), Ok(()));
             }

@@ -453,7 +453,7 @@ mod tests {
     use ruccl_core::{Algorithm, Collective, ReduceOperation, Transfer};
 
     fn transfer(from: usize, to: usize, range: Range<usize>) -> Transfer {
-        Transfer { from, to, range }
+        Transfer::new(from, to, range)
     }
 
     fn step(combine: bool, transfers: Vec<Transfer>) -> Step {

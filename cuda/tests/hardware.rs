@@ -586,11 +586,7 @@ fn sends_read_the_pre_step_state_even_when_every_range_overlaps() {
         let rotation = |combine| Step {
             combine,
             transfers: (0..world)
-                .map(|from| Transfer {
-                    from,
-                    to: (from + 1) % world,
-                    range: 0..len,
-                })
+                .map(|from| Transfer::new(from, (from + 1) % world, 0..len))
                 .collect(),
         };
         device.exchange(&mut work, &rotation(false)).unwrap();
@@ -659,7 +655,7 @@ fn contract_violations_are_typed_errors_and_leave_the_device_usable() {
     ));
     let mut work = device.begin(&devices, prepare(&[4, 4, 4]), &plan).unwrap();
     let step = |combine, transfers: Vec<Transfer>| Step { combine, transfers };
-    let transfer = |from, to, range| Transfer { from, to, range };
+    let transfer = |from, to, range| Transfer::new(from, to, range);
     assert!(matches!(
         device.exchange(&mut work, &step(true, vec![transfer(0, 3, 0..1)])),
         Err(CudaError::TransferRanks { .. })

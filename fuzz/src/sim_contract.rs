@@ -342,11 +342,7 @@ fn decode_step(reader: &mut Reader<'_>, world: usize, buffer_len: usize) -> Step
                 1 => usize::MAX - reader.below(reach),
                 _ => start + reader.below(4),
             };
-            Transfer {
-                from,
-                to,
-                range: start..end,
-            }
+            Transfer::new(from, to, start..end)
         })
         .collect();
     StepPlan::Explicit(Step { combine, transfers })
@@ -746,7 +742,7 @@ pub fn seeds() -> Vec<(&'static str, ContractCase)> {
             .map(|index| StepPlan::Planned { index })
             .collect::<Vec<_>>()
     };
-    let t = |from, to, range| Transfer { from, to, range };
+    let t = |from, to, range| Transfer::new(from, to, range);
     let explicit = |combine, transfers| StepPlan::Explicit(Step { combine, transfers });
     vec![
         (
@@ -956,16 +952,8 @@ pub fn regressions() -> Vec<(&'static str, ContractCase)> {
                 vec![StepPlan::Explicit(Step {
                     combine: true,
                     transfers: vec![
-                        Transfer {
-                            from: 0,
-                            to: 1,
-                            range: 0..usize::MAX,
-                        },
-                        Transfer {
-                            from: 1,
-                            to: 0,
-                            range: 0..usize::MAX,
-                        },
+                        Transfer::new(0, 1, 0..usize::MAX),
+                        Transfer::new(1, 0, 0..usize::MAX),
                     ],
                 })],
             ),

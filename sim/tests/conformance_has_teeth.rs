@@ -59,10 +59,12 @@ fn mirror_step(step: &Step, world: usize) -> Step {
         transfers: step
             .transfers
             .iter()
-            .map(|transfer| Transfer {
-                from: mirrored(transfer.from, world),
-                to: mirrored(transfer.to, world),
-                range: transfer.range.clone(),
+            .map(|transfer| {
+                Transfer::new(
+                    mirrored(transfer.from, world),
+                    mirrored(transfer.to, world),
+                    transfer.range.clone(),
+                )
             })
             .collect(),
     }
@@ -302,11 +304,7 @@ impl Intercept<SimDevice> for SendsBackwards {
             transfers: step
                 .transfers
                 .iter()
-                .map(|transfer| Transfer {
-                    from: transfer.to,
-                    to: transfer.from,
-                    range: transfer.range.clone(),
-                })
+                .map(|transfer| Transfer::new(transfer.to, transfer.from, transfer.range.clone()))
                 .collect(),
         };
         inner.exchange(work, &backwards)

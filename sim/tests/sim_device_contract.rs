@@ -6,7 +6,7 @@
 use half::{bf16, f16};
 use ruccl_core::{
     Algorithm, Collective, CollectiveOptions, DeviceId, NativeCollectiveDevice, NativeCommunicator,
-    Plan, ReduceOperation, Step, Transfer,
+    Plan, ReduceOperation, Step, StepViolation, Transfer,
 };
 use ruccl_sim::{
     ElementType, HostTensors, HostValues, SimDevice, SimError, SimPrepared, SimTensor, SimWork,
@@ -42,7 +42,7 @@ fn two_ranks(device: &SimDevice) -> (Vec<DeviceId>, Vec<SimPrepared>) {
 }
 
 fn transfer(from: usize, to: usize, range: Range<usize>) -> Transfer {
-    Transfer { from, to, range }
+    Transfer::new(from, to, range)
 }
 
 fn assert_one_line(error: &SimError) {
@@ -172,53 +172,71 @@ fn exchange_refuses_every_malformed_step_and_leaves_the_work_untouched() {
         )
         .unwrap();
     let step = |combine, transfers| Step { combine, transfers };
+    let out_of_bounds = |start, end, at| {
+        SimError::Step(StepViolation::OutOfBounds {
+            transfer: 0,
+            from: 1,
+            to: 0,
+            start,
+            end,
+            at,
+            buffer_len: 4,
+        })
+    };
     let refusals = [
         (
             step(true, vec![transfer(0, 2, 0..1)]),
-            SimError::NoSuchRank {
+            SimError::Step(StepViolation::NoSuchRank {
                 transfer: 0,
                 rank: 2,
                 world: 2,
-            },
+            }),
         ),
         (
-            step(false, vec![transfer(0, 1, 0..1), transfer(1, 1, 0..1)]),
-            SimError::SelfTransfer {
-                transfer: 1,
-                rank: 1,
-            },
-        ),
-        (
-            step(true, vec![transfer(0, 1, 2..1)]),
-            SimError::InvertedRange {
-                transfer: 0,
-                start: 2,
-                end: 1,
-            },
+            step(true, vec![transfer(1, 0, 2..1)]),
+            out_of_bounds(2, 1, 2),
         ),
         (
             step(true, vec![transfer(1, 0, 2..5)]),
-            SimError::RangeOutOfBounds {
-                transfer: 0,
-                start: 2,
-                end: 5,
-                buffer_len: 4,
-            },
+            out_of_bounds(2, 5, 2),
+        ),
+        (
+            step(
+                true,
+                vec![Transfer {
+                    from: 1,
+                    to: 0,
+                    range: 0..2,
+                    at: 3,
+                }],
+            ),
+            out_of_bounds(0, 2, 3),
         ),
         (
             step(false, vec![transfer(0, 1, 0..2), transfer(0, 1, 1..3)]),
-            SimError::DoubleWrite {
+            SimError::Step(StepViolation::DoubleWrite {
                 rank: 1,
                 element: 1,
-            },
+                first: 0,
+                second: 0,
+            }),
+        ),
+        (
+            step(false, vec![transfer(0, 1, 0..2), transfer(1, 1, 1..2)]),
+            SimError::Step(StepViolation::DoubleWrite {
+                rank: 1,
+                element: 1,
+                first: 0,
+                second: 1,
+            }),
         ),
         (
             step(true, vec![transfer(1, 0, 0..3), transfer(1, 0, 2..4)]),
-            SimError::DuplicateSource {
+            SimError::Step(StepViolation::DuplicateSource {
                 rank: 0,
                 element: 2,
                 from: 1,
-            },
+            }),
         ),
     ];
     for (step, expected) in refusals {
@@ -271,10 +289,12 @@ fn two_senders_into_one_element_are_allowed_in_a_combining_step_only() {
         .unwrap_err();
     assert_eq!(
         error,
-        SimError::DoubleWrite {
+        SimError::Step(StepViolation::DoubleWrite {
             rank: 1,
-            element: 0
-        }
+            element: 0,
+            first: 0,
+            second: 2,
+        })
     );
 }
 
@@ -303,10 +323,12 @@ fn a_step_is_checked_again_when_it_differs_from_the_last_generations() {
     let mut work = begin();
     assert_eq!(
         device.exchange(&mut work, &overwriting).unwrap_err(),
-        SimError::DoubleWrite {
+        SimError::Step(StepViolation::DoubleWrite {
             rank: 1,
-            element: 0
-        }
+            element: 0,
+            first: 0,
+            second: 2,
+        })
     );
     let past_the_end = Step {
         combine: true,
@@ -315,7 +337,7 @@ fn a_step_is_checked_again_when_it_differs_from_the_last_generations() {
     let mut work = begin();
     assert!(matches!(
         device.exchange(&mut work, &past_the_end).unwrap_err(),
-        SimError::RangeOutOfBounds { .. }
+        SimError::Step(StepViolation::OutOfBounds { .. })
     ));
 }
 

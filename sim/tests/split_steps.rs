@@ -122,7 +122,7 @@ fn buffers_after(device: &SimDevice, world: usize, steps: &[Step]) -> Vec<Vec<u3
 
 #[test]
 fn a_crafted_step_of_overlapping_senders_and_copies_aside_cuts_the_same() {
-    let transfer = |from, to, range| Transfer { from, to, range };
+    let transfer = |from, to, range| Transfer::new(from, to, range);
     let (quarter, third) = (LENGTH / 4, LENGTH / 3);
     let steps = [
         // Rank 1 folds two overlapping senders; its own range from a third on is sent while

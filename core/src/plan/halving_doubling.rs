@@ -11,6 +11,11 @@
 //!   `2·log2 W` steps, every rank sends `2(W-1)/W · n` elements (the bandwidth lower bound).
 //! - **Broadcast** = a binomial scatter from the root (ranks numbered relative to it), then
 //!   recursive doubling that skips every transfer whose receiver already holds the chunks.
+//! - **Reduce** = recursive halving with ranks numbered relative to the root, then a binomial
+//!   gather of the reduced chunks to it: `2·log2 W` steps.
+//! - **Gather** = a binomial gather of the blocks: `log2 W` steps; **scatter** = a binomial
+//!   scatter of the root's blocks: `log2 W` steps.
+//! - **All-to-all** has no halving-doubling plan ([`Plan::new`](crate::Plan::new) refuses it).
 
 use super::{Step, Transfer, block, span};
 use crate::{Collective, balanced_ranges};
@@ -22,15 +27,38 @@ pub(super) fn steps(collective: Collective, world: usize, input_len: usize) -> V
     match collective {
         Collective::AllReduce(_) => {
             let chunks = balanced_ranges(input_len, world);
-            let mut steps = halving(world, &chunks);
+            let mut steps = halving(world, &chunks, |rank| rank);
             steps.extend(doubling(world, &chunks, |rank| rank, |_, _| false));
             steps
         }
         Collective::ReduceScatter(_) => {
             let size = input_len / world;
             let blocks: Vec<Range<usize>> = (0..world).map(|index| block(index, size)).collect();
-            halving(world, &blocks)
+            halving(world, &blocks, |rank| rank)
         }
+        Collective::Reduce { root, .. } => {
+            // Relative rank v ends the halving with chunk v reduced; the gather brings them home.
+            let chunks = balanced_ranges(input_len, world);
+            let absolute = |relative: usize| (root + relative) % world;
+            let mut steps = halving(world, &chunks, absolute);
+            steps.extend(binomial_gather(world, absolute, |relative| {
+                chunks[relative].clone()
+            }));
+            steps
+        }
+        Collective::Gather { root } => {
+            let absolute = |relative: usize| (root + relative) % world;
+            binomial_gather(world, absolute, |relative| {
+                block(absolute(relative), input_len)
+            })
+        }
+        Collective::Scatter { root } => {
+            let absolute = |relative: usize| (root + relative) % world;
+            let size = input_len / world;
+            binomial_scatter(world, absolute, |relative| block(absolute(relative), size))
+        }
+        // Refused before any step is built (`Plan::built`).
+        Collective::AllToAll => Vec::new(),
         Collective::AllGather => {
             let blocks: Vec<Range<usize>> =
                 (0..world).map(|index| block(index, input_len)).collect();
@@ -50,8 +78,9 @@ pub(super) fn steps(collective: Collective, world: usize, input_len: usize) -> V
     }
 }
 
-/// Recursive halving: `log2 W` combining steps after which rank `r` holds chunk `r` reduced.
-fn halving(world: usize, chunks: &[Range<usize>]) -> Vec<Step> {
+/// Recursive halving over ranks numbered `0..W` (mapped to real ranks by `absolute`): `log2 W`
+/// combining steps after which rank `v` holds chunk `v` reduced.
+fn halving(world: usize, chunks: &[Range<usize>], absolute: impl Fn(usize) -> usize) -> Vec<Step> {
     let mut steps = Vec::new();
     let mut distance = world / 2;
     while distance >= 1 {
@@ -61,11 +90,11 @@ fn halving(world: usize, chunks: &[Range<usize>]) -> Vec<Step> {
                 let partner = rank ^ distance;
                 // The half of this rank's 2d chunks that holds the partner's chunk.
                 let first = (rank & !(2 * distance - 1)) + (partner & distance);
-                Transfer {
-                    from: rank,
-                    to: partner,
-                    range: span(chunks, first, first + distance),
-                }
+                Transfer::new(
+                    absolute(rank),
+                    absolute(partner),
+                    span(chunks, first, first + distance),
+                )
             }),
         ));
         distance /= 2;
@@ -90,11 +119,11 @@ fn doubling(
                 .filter(|&rank| !skip(rank ^ distance, distance))
                 .map(|rank| {
                     let first = rank & !(distance - 1);
-                    Transfer {
-                        from: absolute(rank),
-                        to: absolute(rank ^ distance),
-                        range: span(chunks, first, first + distance),
-                    }
+                    Transfer::new(
+                        absolute(rank),
+                        absolute(rank ^ distance),
+                        span(chunks, first, first + distance),
+                    )
                 }),
         ));
         distance *= 2;
@@ -110,13 +139,85 @@ fn scatter(world: usize, chunks: &[Range<usize>], absolute: impl Fn(usize) -> us
     while distance >= 1 {
         steps.extend(Step::of(
             false,
-            (0..world).step_by(2 * distance).map(|rank| Transfer {
-                from: absolute(rank),
-                to: absolute(rank + distance),
-                range: span(chunks, rank + distance, rank + 2 * distance),
+            (0..world).step_by(2 * distance).map(|rank| {
+                Transfer::new(
+                    absolute(rank),
+                    absolute(rank + distance),
+                    span(chunks, rank + distance, rank + 2 * distance),
+                )
             }),
         ));
         distance /= 2;
     }
     steps
+}
+
+/// A binomial gather to relative rank 0: for `d = 1, 2, …, W/2`, every relative rank `v` with
+/// `v mod 2d = d` sends the pieces of ranks `v .. v+d` to `v - d` (adjacent pieces merged).
+fn binomial_gather(
+    world: usize,
+    absolute: impl Fn(usize) -> usize,
+    piece: impl Fn(usize) -> Range<usize>,
+) -> Vec<Step> {
+    let mut steps = Vec::new();
+    let mut distance = 1;
+    while distance < world {
+        steps.extend(Step::of(
+            false,
+            (distance..world)
+                .step_by(2 * distance)
+                .flat_map(|rank| {
+                    merged((rank..rank + distance).map(&piece))
+                        .into_iter()
+                        .map(|range| {
+                            Transfer::new(absolute(rank), absolute(rank - distance), range)
+                        })
+                        .collect::<Vec<_>>()
+                })
+                .collect::<Vec<_>>(),
+        ));
+        distance *= 2;
+    }
+    steps
+}
+
+/// A binomial scatter from relative rank 0: for `d = W/2 … 1`, every multiple `v` of `2d` sends
+/// the pieces of ranks `v+d .. v+2d` to `v+d` (adjacent pieces merged).
+fn binomial_scatter(
+    world: usize,
+    absolute: impl Fn(usize) -> usize,
+    piece: impl Fn(usize) -> Range<usize>,
+) -> Vec<Step> {
+    let mut steps = Vec::new();
+    let mut distance = world / 2;
+    while distance >= 1 {
+        steps.extend(Step::of(
+            false,
+            (0..world)
+                .step_by(2 * distance)
+                .flat_map(|rank| {
+                    merged((rank + distance..rank + 2 * distance).map(&piece))
+                        .into_iter()
+                        .map(|range| {
+                            Transfer::new(absolute(rank), absolute(rank + distance), range)
+                        })
+                        .collect::<Vec<_>>()
+                })
+                .collect::<Vec<_>>(),
+        ));
+        distance /= 2;
+    }
+    steps
+}
+
+/// `ranges` with every range that starts where the previous one ends joined to it.
+fn merged(ranges: impl Iterator<Item = Range<usize>>) -> Vec<Range<usize>> {
+    let mut joined: Vec<Range<usize>> = Vec::new();
+    for range in ranges {
+        match joined.last_mut() {
+            Some(last) if last.end == range.start => last.end = range.end,
+            _ => joined.push(range),
+        }
+    }
+    joined
 }

@@ -3,15 +3,15 @@
 //! Every rank has one working buffer of [`Plan::buffer_len`] elements; rank `r`'s input starts
 //! at [`Plan::placement`]`(r)` and its output is the range [`Plan::output`]`(r)` of its buffer once
 //! every [`Step`] has run. A step is a set of [`Transfer`]s that happen at once: each reads its
-//! range from the sender's buffer as it was *before* the step and delivers it to the same indices
-//! of the receiver's buffer, which either overwrites them (at most one transfer writes an element
-//! in an overwriting step) or, in a combining step, folds the received values into its own, in
-//! ascending rank order with its own value at its own rank's position — the order every device
-//! must follow, so that all ranks' all-reduce outputs are the same bits.
+//! range from the sender's buffer as it was *before* the step and delivers it to its target
+//! range of the receiver's buffer, which either overwrites it or folds into it in the order the
+//! contract fixes, so that all ranks' all-reduce outputs are the same bits. The rules are stated
+//! once, in `step.rs` ([`Step::lay_out`]).
 //!
 //! | file                  | job                                                          |
 //! |-----------------------|--------------------------------------------------------------|
-//! | `mod.rs`              | [`Plan`], [`Step`], [`Transfer`], [`PlanParts`], resolution  |
+//! | `mod.rs`              | [`Plan`], [`PlanParts`], resolution                          |
+//! | `step.rs`             | [`Transfer`], [`Step`], a step's rules and [`StepLayout`]    |
 //! | `layout.rs`           | buffer length, placements and outputs per collective         |
 //! | `ring.rs`             | [`Algorithm::Ring`] for every collective                     |
 //! | `direct.rs`           | [`Algorithm::Direct`] for every collective                   |
@@ -26,111 +26,18 @@ mod direct;
 mod halving_doubling;
 mod layout;
 mod ring;
+mod step;
 
 use crate::error::NativeCollectiveError;
 use crate::verify::{ScheduleViolation, verify};
 use crate::{Algorithm, Collective, ElementType, LinkModel, TensorInfo};
 use layout::Layout;
 use std::ops::Range;
-
-/// One transfer of a step: `range` of rank `from`'s buffer, as it was before the step, goes to
-/// the same indices of rank `to`'s buffer.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct Transfer {
-    /// The sending rank.
-    pub from: usize,
-    /// The receiving rank.
-    pub to: usize,
-    /// The elements sent, the same indices on both ranks.
-    pub range: Range<usize>,
-}
-
-/// One step: transfers that happen at once, all reading the state from before the step.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct Step {
-    /// `true`: every received element is folded into the receiver's own (in ascending rank
-    /// order, the receiver's own value at its own rank's position); `false`: it overwrites it.
-    pub combine: bool,
-    /// The transfers of the step.
-    pub transfers: Vec<Transfer>,
-}
+pub use step::{
+    Operand, Piece, Source, Step, StepLayout, StepViolation, Transfer, Write, WriteKind,
+};
 
 impl Step {
-    /// The source ranges a device must read from a copy: every distinct `(from, range)` of a
-    /// transfer whose range overlaps a range some transfer of this step writes on `from`. Since
-    /// every transfer reads the state from before the step, those values must be set aside
-    /// before the first write (direct all-reduce: every rank's whole buffer); ring and
-    /// halving-doubling steps never need it. Sorted by `(from, start, end)`.
-    pub fn overwritten_sources(&self) -> Vec<(usize, Range<usize>)> {
-        let mut written: Vec<(usize, Range<usize>)> = self
-            .transfers
-            .iter()
-            .map(|transfer| (transfer.to, transfer.range.clone()))
-            .collect();
-        written.sort_unstable_by_key(|(to, range)| (*to, range.start));
-        let mut sources: Vec<(usize, Range<usize>)> = self
-            .transfers
-            .iter()
-            .filter(|transfer| {
-                // The writes on the sender, in start order: any that begins before this range
-                // ends and ends after it begins overlaps it.
-                let first = written.partition_point(|(to, _)| *to < transfer.from);
-                written[first..]
-                    .iter()
-                    .take_while(|(to, range)| {
-                        *to == transfer.from && range.start < transfer.range.end
-                    })
-                    .any(|(_, range)| range.end > transfer.range.start)
-            })
-            .map(|transfer| (transfer.from, transfer.range.clone()))
-            .collect();
-        sources.sort_unstable_by_key(|(from, range)| (*from, range.start, range.end));
-        sources.dedup();
-        sources
-    }
-
-    /// Elements of [`overwritten_sources`](Self::overwritten_sources): what a device copies
-    /// aside in this step.
-    pub fn copied_aside(&self) -> usize {
-        self.overwritten_sources()
-            .iter()
-            .map(|(_, range)| range.len())
-            .sum()
-    }
-
-    /// Elements of the receivers' buffers a combining step folds into, each counted once
-    /// however many senders fold into it (0 for an overwriting step): a fold reads the
-    /// receiver's value and writes the result, once per element when a device folds every
-    /// sender in one pass. What a shared memory system carries beyond the transfers themselves
-    /// ([`Links::Shared`](crate::Links::Shared)).
-    pub fn folded_elements(&self) -> usize {
-        if !self.combine {
-            return 0;
-        }
-        let mut received: Vec<(usize, Range<usize>)> = self
-            .transfers
-            .iter()
-            .filter(|transfer| !transfer.range.is_empty())
-            .map(|transfer| (transfer.to, transfer.range.clone()))
-            .collect();
-        received.sort_unstable_by_key(|(to, range)| (*to, range.start));
-        // The union per receiver: ranges sorted by start, merged where they overlap.
-        let mut total = 0;
-        let mut open: Option<(usize, Range<usize>)> = None;
-        for (to, range) in received {
-            match &mut open {
-                Some((rank, current)) if *rank == to && range.start <= current.end => {
-                    current.end = current.end.max(range.end);
-                }
-                _ => {
-                    total += open.map_or(0, |(_, current)| current.len());
-                    open = Some((to, range));
-                }
-            }
-        }
-        total + open.map_or(0, |(_, current)| current.len())
-    }
-
     /// A step with the non-empty ones of `transfers`, or `None` if none is.
     fn of(combine: bool, transfers: impl IntoIterator<Item = Transfer>) -> Option<Step> {
         let transfers: Vec<Transfer> = transfers
@@ -190,9 +97,11 @@ impl Plan {
     /// [`Plan::with_model`].
     ///
     /// Fails with [`NativeCollectiveError::InvalidCollective`] for an impossible request: an
-    /// empty world, a broadcast root outside it, a reduce-scatter input not divisible by the
-    /// world, halving-doubling on a world that is not a power of two, or `Custom` (a custom plan
-    /// is built with [`Plan::from_parts`]).
+    /// empty world, a root outside it, an input that must split into `W` equal blocks
+    /// (reduce-scatter, scatter, all-to-all) and does not, halving-doubling on a world that is
+    /// not a power of two, an algorithm that has no plan for the collective (ring and
+    /// halving-doubling all-to-all), or `Custom` (a custom plan is built with
+    /// [`Plan::from_parts`]).
     pub fn new(
         collective: Collective,
         algorithm: Algorithm,
@@ -254,6 +163,11 @@ impl Plan {
         input_len: usize,
         layout: &Layout,
     ) -> Result<Plan, String> {
+        if collective == Collective::AllToAll && algorithm != Algorithm::Direct {
+            return Err(format!(
+                "{algorithm} has no all-to-all plan: every block goes to its own rank, which only direct does in one step"
+            ));
+        }
         let steps = match algorithm {
             Algorithm::Ring => ring::steps(collective, world, input_len),
             Algorithm::Direct => direct::steps(collective, world, input_len),
@@ -345,9 +259,14 @@ impl Plan {
         self.layout.buffer_len
     }
 
-    /// Elements of every rank's output.
+    /// Elements of the largest output of any rank (the root's, for reduce and gather).
     pub fn output_len(&self) -> usize {
-        self.layout.outputs.first().map_or(0, Range::len)
+        self.layout
+            .outputs
+            .iter()
+            .map(Range::len)
+            .max()
+            .unwrap_or(0)
     }
 
     /// Where rank `rank`'s input starts in its buffer (0 for a rank outside the world).
@@ -375,7 +294,8 @@ impl Plan {
         &self.steps
     }
 
-    /// Elements rank `rank` sends over the whole schedule.
+    /// Elements rank `rank` sends to other ranks over the whole schedule (local copies are not
+    /// counted).
     pub fn elements_sent_by(&self, rank: usize) -> usize {
         self.transfers()
             .filter(|transfer| transfer.from == rank)
@@ -383,7 +303,7 @@ impl Plan {
             .sum()
     }
 
-    /// Elements rank `rank` receives over the whole schedule.
+    /// Elements rank `rank` receives from other ranks over the whole schedule.
     pub fn elements_received_by(&self, rank: usize) -> usize {
         self.transfers()
             .filter(|transfer| transfer.to == rank)
@@ -391,13 +311,17 @@ impl Plan {
             .sum()
     }
 
-    /// Elements all ranks send over the whole schedule.
+    /// Elements all ranks send to other ranks over the whole schedule.
     pub fn elements_moved(&self) -> usize {
         self.transfers().map(|transfer| transfer.range.len()).sum()
     }
 
+    /// Every transfer between two ranks (local copies left out).
     fn transfers(&self) -> impl Iterator<Item = &Transfer> {
-        self.steps.iter().flat_map(|step| &step.transfers)
+        self.steps
+            .iter()
+            .flat_map(|step| &step.transfers)
+            .filter(|transfer| transfer.crosses_a_link())
     }
 }
 

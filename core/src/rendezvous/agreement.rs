@@ -20,8 +20,7 @@
 use super::state::Submission;
 use crate::contain::discard;
 use crate::error::NativeCollectiveError;
-use crate::{Algorithm, Collective, LinkModel, Plan, TensorInfo};
-use std::mem::discriminant;
+use crate::{Algorithm, Collective, LinkModel, Plan, ReduceOperation, TensorInfo};
 
 /// What one rank asked for.
 #[derive(Clone, Debug, PartialEq)]
@@ -164,8 +163,10 @@ fn requests_agree<P>(
     if requests().all(|request| request == first) {
         return Ok(());
     }
+    // The same request but for the operation: a reduction mismatch (a different root is not).
     let same_kind = |request: &Request| {
-        discriminant(&request.collective) == discriminant(&first.collective)
+        request.collective.with_operation(ReduceOperation::Sum)
+            == first.collective.with_operation(ReduceOperation::Sum)
             && request.algorithm == first.algorithm
     };
     let reducing = first.collective.operation().is_some();

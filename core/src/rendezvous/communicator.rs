@@ -174,6 +174,69 @@ impl<D: NativeCollectiveDevice> NativeCommunicator<D> {
         self.collective(rank, tensor, collective, CollectiveOptions::default())
     }
 
+    /// Reduce: rank `root` receives the element-wise reduction of every rank's input (`n`
+    /// elements); every other rank receives an empty tensor. A root outside the world is
+    /// [`InvalidCollective`](NativeCollectiveError::InvalidCollective) for every rank; ranks
+    /// naming different roots get [`CollectiveMismatch`](NativeCollectiveError::CollectiveMismatch),
+    /// different operations [`ReductionMismatch`](NativeCollectiveError::ReductionMismatch).
+    pub fn reduce(
+        &self,
+        rank: usize,
+        tensor: D::Tensor,
+        operation: ReduceOperation,
+        root: usize,
+    ) -> Result<D::Tensor, NativeCollectiveError> {
+        let collective = Collective::Reduce {
+            op: operation,
+            root,
+        };
+        self.collective(rank, tensor, collective, CollectiveOptions::default())
+    }
+
+    /// Gather: rank `root` receives every rank's input of `m` elements, concatenated in rank
+    /// order (`W·m` elements); every other rank receives an empty tensor. Root errors as for
+    /// [`reduce`](Self::reduce).
+    pub fn gather(
+        &self,
+        rank: usize,
+        tensor: D::Tensor,
+        root: usize,
+    ) -> Result<D::Tensor, NativeCollectiveError> {
+        let collective = Collective::Gather { root };
+        self.collective(rank, tensor, collective, CollectiveOptions::default())
+    }
+
+    /// Scatter: rank `r` receives block `r` (`m` elements) of rank `root`'s input of `W·m`
+    /// elements. Every rank passes a tensor of the same length and type (a non-root's contents
+    /// are ignored); a length not divisible by the world is
+    /// [`InvalidCollective`](NativeCollectiveError::InvalidCollective). Root errors as for
+    /// [`reduce`](Self::reduce).
+    pub fn scatter(
+        &self,
+        rank: usize,
+        tensor: D::Tensor,
+        root: usize,
+    ) -> Result<D::Tensor, NativeCollectiveError> {
+        let collective = Collective::Scatter { root };
+        self.collective(rank, tensor, collective, CollectiveOptions::default())
+    }
+
+    /// All-to-all: every rank's input is `W` blocks of `m` elements; rank `r` receives, as its
+    /// block `j`, block `r` of rank `j`'s input. A length not divisible by the world is
+    /// [`InvalidCollective`](NativeCollectiveError::InvalidCollective).
+    pub fn all_to_all(
+        &self,
+        rank: usize,
+        tensor: D::Tensor,
+    ) -> Result<D::Tensor, NativeCollectiveError> {
+        self.collective(
+            rank,
+            tensor,
+            Collective::AllToAll,
+            CollectiveOptions::default(),
+        )
+    }
+
     /// The general entry: any collective, with `options` (algorithm, timeout). Every rank of a
     /// generation must ask for the same collective and algorithm. Errors as for
     /// [`all_reduce`](Self::all_reduce) and [`all_reduce_timeout`](Self::all_reduce_timeout).

@@ -12,14 +12,16 @@
 //!
 //! 1. **Layout**: one placement and one output per rank; inputs and outputs inside the buffer;
 //!    outputs of the collective's length.
-//! 2. **Bounds**: every transfer names two distinct ranks of the world and a range inside both
-//!    buffers.
+//! 2. **Bounds**: every transfer names ranks of the world (the same one for a local copy), and
+//!    a source range and a target range inside the buffers ([`Step::check`](crate::Step::check),
+//!    the rules every device follows).
 //! 3. **Definedness**: no element is read (sent, or combined into) before it holds a value.
 //! 4. **Single writer**: no element is written twice in one overwriting step, and no element
 //!    receives the same sender's value twice in one combining step.
-//! 5. **Contents**: every output element holds exactly what the collective defines — all-reduce
-//!    and reduce-scatter: every rank's input element exactly once; all-gather: the owner's input
-//!    element; broadcast: the root's.
+//! 5. **Contents**: every output element holds exactly what the collective defines — all-reduce,
+//!    reduce-scatter and reduce: every rank's input element exactly once; all-gather and gather:
+//!    the owner's input element; broadcast and scatter: the root's; all-to-all: block `r` of
+//!    the owner's input.
 //! 6. **Bitwise agreement**: every rank's all-reduce output is, element by element, the same
 //!    tree as rank 0's.
 //!
@@ -115,19 +117,9 @@ pub enum ScheduleViolation {
         /// The plan's world.
         world: usize,
     },
-    /// A transfer sends from a rank to itself.
-    #[error("step {step}, transfer {transfer}: rank {rank} sends to itself")]
-    SelfTransfer {
-        /// The step.
-        step: usize,
-        /// The transfer's index in the step.
-        transfer: usize,
-        /// The rank.
-        rank: usize,
-    },
-    /// A transfer's range is inverted or leaves the buffers.
+    /// A transfer's range is inverted, or its source or target leaves the buffers.
     #[error(
-        "step {step}, transfer {transfer} (rank {from} to rank {to}): elements {start}..{end} are not a range inside the buffers of {buffer_len} elements"
+        "step {step}, transfer {transfer} (rank {from} to rank {to}): elements {start}..{end} landing at {at} are not ranges inside the buffers of {buffer_len} elements"
     )]
     TransferOutOfBounds {
         /// The step.
@@ -142,6 +134,8 @@ pub enum ScheduleViolation {
         start: usize,
         /// The range's end.
         end: usize,
+        /// Where the range lands on the receiver.
+        at: usize,
         /// The buffer length.
         buffer_len: usize,
     },
@@ -275,16 +269,16 @@ fn check_layout(plan: &Plan) -> Result<(), ScheduleViolation> {
         input_len: plan.input_len(),
         reason,
     };
-    if let Collective::Broadcast { root } = collective {
+    if let Some(root) = collective.root() {
         if root >= world {
             return Err(impossible(format!("the root {root} is outside the world")));
         }
     }
-    let Some(expected) = collective.output_len(world, plan.input_len()) else {
+    if collective.output_len(world, plan.input_len()).is_none() {
         return Err(impossible(
             "the input does not split into one equal block per rank".to_owned(),
         ));
-    };
+    }
     let buffer_len = plan.buffer_len();
     for (rank, &placement) in plan.placements().iter().enumerate() {
         let end = placement.saturating_add(plan.input_len());
@@ -298,6 +292,9 @@ fn check_layout(plan: &Plan) -> Result<(), ScheduleViolation> {
         }
     }
     for (rank, output) in plan.outputs().iter().enumerate() {
+        let expected = collective
+            .output_len_at(rank, world, plan.input_len())
+            .unwrap_or(0);
         if output.start > output.end || output.end > buffer_len || output.len() != expected {
             return Err(ScheduleViolation::BadOutput {
                 rank,

@@ -2,7 +2,7 @@
 //! a hash-consed expression DAG instead of a number.
 
 use super::ScheduleViolation;
-use crate::{Collective, Plan, Step};
+use crate::{Collective, Plan, Step, StepViolation};
 use std::collections::{HashMap, HashSet};
 use std::hash::{BuildHasherDefault, Hasher};
 
@@ -132,16 +132,14 @@ impl Symbolic {
     /// transfer has been read, so every read sees the state before the step.
     pub(super) fn apply(&mut self, index: usize, step: &Step) -> Result<(), ScheduleViolation> {
         let stamp = index + 1;
+        self.check_rules(index, step)?;
         let mut order: Vec<usize> = (0..step.transfers.len()).collect();
-        for &number in &order {
-            self.check_transfer(index, number, step)?;
-        }
         order.sort_by_key(|&number| step.transfers[number].from);
         let mut touched = Vec::new();
         for number in order {
             let transfer = &step.transfers[number];
             let (from, to) = (transfer.from, transfer.to);
-            for element in transfer.range.clone() {
+            for (element, target) in transfer.range.clone().zip(transfer.at..) {
                 let value = self.values[self.at(from, element)];
                 if value == UNSET {
                     return Err(ScheduleViolation::ReadBeforeWrite {
@@ -150,6 +148,7 @@ impl Symbolic {
                         element,
                     });
                 }
+                let element = target;
                 let at = self.at(to, element);
                 let arrival = &mut self.arrivals[at];
                 if arrival.stamp != stamp {
@@ -180,7 +179,9 @@ impl Symbolic {
                 let mut folded = pending.value;
                 let mut own_folded = pending.own_folded;
                 if step.combine {
-                    if from > to && !own_folded {
+                    // The receiver's own value comes before a self-transfer's and every higher
+                    // sender's.
+                    if from >= to && !own_folded {
                         folded = self.fold_own(index, to, element, folded)?;
                         own_folded = true;
                     }
@@ -209,45 +210,61 @@ impl Symbolic {
         Ok(())
     }
 
-    /// Transfer `number` of step `index` names two distinct ranks and a range inside both
-    /// buffers.
-    fn check_transfer(
-        &self,
-        index: usize,
-        number: usize,
-        step: &Step,
-    ) -> Result<(), ScheduleViolation> {
-        let transfer = &step.transfers[number];
-        for rank in [transfer.from, transfer.to] {
-            if rank >= self.world {
-                return Err(ScheduleViolation::NoSuchRank {
-                    step: index,
-                    transfer: number,
+    /// The rules every device checks ([`Step::check`]), as a violation of step `index`.
+    fn check_rules(&self, index: usize, step: &Step) -> Result<(), ScheduleViolation> {
+        step.check(self.world, self.buffer_len)
+            .map_err(|violation| match violation {
+                StepViolation::NoSuchRank {
+                    transfer,
                     rank,
-                    world: self.world,
-                });
-            }
-        }
-        if transfer.from == transfer.to {
-            return Err(ScheduleViolation::SelfTransfer {
-                step: index,
-                transfer: number,
-                rank: transfer.from,
-            });
-        }
-        let range = &transfer.range;
-        if range.start > range.end || range.end > self.buffer_len {
-            return Err(ScheduleViolation::TransferOutOfBounds {
-                step: index,
-                transfer: number,
-                from: transfer.from,
-                to: transfer.to,
-                start: range.start,
-                end: range.end,
-                buffer_len: self.buffer_len,
-            });
-        }
-        Ok(())
+                    world,
+                } => ScheduleViolation::NoSuchRank {
+                    step: index,
+                    transfer,
+                    rank,
+                    world,
+                },
+                StepViolation::DoubleWrite {
+                    rank,
+                    element,
+                    first,
+                    second,
+                } => ScheduleViolation::DoubleWrite {
+                    step: index,
+                    rank,
+                    element,
+                    first,
+                    second,
+                },
+                StepViolation::DuplicateSource {
+                    rank,
+                    element,
+                    from,
+                } => ScheduleViolation::DuplicateSource {
+                    step: index,
+                    rank,
+                    element,
+                    from,
+                },
+                StepViolation::OutOfBounds {
+                    transfer,
+                    from,
+                    to,
+                    start,
+                    end,
+                    at,
+                    buffer_len,
+                } => ScheduleViolation::TransferOutOfBounds {
+                    step: index,
+                    transfer,
+                    from,
+                    to,
+                    start,
+                    end,
+                    at,
+                    buffer_len,
+                },
+            })
     }
 
     /// Fold rank `rank`'s own (pre-step) value of `element` into `folded`.
@@ -338,9 +355,8 @@ impl Symbolic {
 
     /// Properties 5 and 6: every output element's contents, then all-reduce bitwise agreement.
     pub(super) fn check_outputs(&mut self, plan: &Plan) -> Result<(), ScheduleViolation> {
-        let output_len = plan.output_len();
         for (rank, output) in plan.outputs().iter().enumerate() {
-            for element in 0..output_len {
+            for element in 0..output.len() {
                 let at = self.at(rank, output.start + element);
                 let node = self.values[at];
                 if let Some(problem) = self.contents_problem(plan.collective(), rank, element, node)
@@ -357,7 +373,7 @@ impl Symbolic {
         if let Collective::AllReduce(_) = plan.collective() {
             let first = plan.output(0).start;
             for (rank, output) in plan.outputs().iter().enumerate().skip(1) {
-                for element in 0..output_len {
+                for element in 0..output.len() {
                     let at = self.at(rank, output.start + element);
                     if self.values[at] != self.values[self.at(0, first + element)] {
                         return Err(ScheduleViolation::NotIdentical {
@@ -387,11 +403,17 @@ impl Symbolic {
             Collective::ReduceScatter(_) => {
                 return self.reduction_problem(node, rank * block + element);
             }
-            Collective::AllGather => copy_of((
+            Collective::Reduce { .. } => return self.reduction_problem(node, element),
+            Collective::AllGather | Collective::Gather { .. } => copy_of((
                 element.checked_div(self.input_len).unwrap_or(0),
                 element.checked_rem(self.input_len).unwrap_or(0),
             )),
             Collective::Broadcast { root } => copy_of((root, element)),
+            Collective::Scatter { root } => copy_of((root, rank * block + element)),
+            Collective::AllToAll => copy_of((
+                element.checked_div(block).unwrap_or(0),
+                rank * block + element.checked_rem(block).unwrap_or(0),
+            )),
         };
         (node != expected).then(|| {
             format!(

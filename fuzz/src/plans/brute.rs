@@ -790,11 +790,7 @@ mod tests {
             combine,
             transfers: transfers
                 .iter()
-                .map(|&(from, to)| Transfer {
-                    from,
-                    to,
-                    range: 0..1,
-                })
+                .map(|&(from, to)| Transfer::new(from, to, 0..1))
                 .collect(),
         }
     }

@@ -376,11 +376,7 @@ fn decode_step(reader: &mut Reader<'_>, world: usize, buffer_len: usize) -> Step
             } else {
                 start + reader.below(3)
             };
-            Transfer {
-                from,
-                to,
-                range: start..end,
-            }
+            Transfer::new(from, to, start..end)
         })
         .collect();
     Step { combine, transfers }
@@ -661,7 +657,7 @@ pub fn seeds() -> Vec<(&'static str, PlanCase)> {
             mutations,
         )
     };
-    let t = |from, to, range: Range<usize>| Transfer { from, to, range };
+    let t = |from, to, range: Range<usize>| Transfer::new(from, to, range);
     let raw = |collective, world, input_len, steps: Vec<Step>| {
         case(
             collective,

@@ -25,11 +25,7 @@ fn ring_step(ranges: Vec<Range<usize>>, combine: bool) -> Step {
         transfers: ranges
             .into_iter()
             .enumerate()
-            .map(|(from, range)| Transfer {
-                from,
-                to: (from + 1) % world,
-                range,
-            })
+            .map(|(from, range)| Transfer::new(from, (from + 1) % world, range))
             .collect(),
     }
 }
@@ -81,7 +77,7 @@ fn scenarios(world: usize) -> Vec<Scenario> {
     let shared = vec![0..world; world];
     let shifted: Vec<Range<usize>> = (0..world).map(|rank| rank % 2..rank % 2 + world).collect();
     let middle = world / 2;
-    let transfer = |from, to, range| Transfer { from, to, range };
+    let transfer = |from, to, range| Transfer::new(from, to, range);
     let mut scenarios = Vec::new();
     for (operation, label) in [
         (ReduceOperation::Sum, "sum, each rank sends its own chunk"),
@@ -420,7 +416,7 @@ pub(crate) fn validations<D: HostTensors>(
     }
 
     // exchange: ranks, bounds, inverted ranges, two writers, one sender twice.
-    let transfer = |from, to, range| Transfer { from, to, range };
+    let transfer = |from, to, range| Transfer::new(from, to, range);
     #[allow(clippy::reversed_empty_ranges)] // an inverted range is the point of this case
     let bad_steps: [(&str, &str, Step); 6] = [
         (

@@ -4,9 +4,10 @@
 //! [`interpret`] runs a [`Plan`] (or [`run_steps`] any steps over a plan's layout) on host
 //! values, element by element and as plainly as possible: the buffers start with every rank's
 //! input at its placement (zeros elsewhere); in each step every transfer reads the state from
-//! before the step; an overwriting step copies, a combining step folds, per element, the values
-//! received from the senders below the receiver in ascending order, then the receiver's own
-//! value, then the senders above it, from the left (`((a ⊕ b) ⊕ own) ⊕ c`); at the end each rank
+//! before the step and lands at its target; an overwriting step copies, a combining step folds,
+//! per element, the values received from the senders below the receiver in ascending order, then
+//! the receiver's own value, then a value it copies to itself, then the senders above it, from
+//! the left (`((a ⊕ b) ⊕ own) ⊕ c`); at the end each rank
 //! keeps its output range, and `Mean` divides it by the world.
 //!
 //! The arithmetic is the one the simulated device documents (see
@@ -27,7 +28,6 @@ use super::reference::{Mismatch, epsilon, smallest_subnormal};
 use crate::host::{ElementType, HostValues};
 use half::{bf16, f16};
 use ruccl_core::{Collective, Plan, ReduceOperation, Step, TensorInfo, Transfer};
-use std::ops::Range;
 
 /// Why the interpreter cannot run a plan or steps on the given inputs.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -157,50 +157,12 @@ pub fn run_steps(
     })
 }
 
-/// A step's transfers name ranks of the world, two distinct ones, and a range inside the
-/// buffers; no element is overwritten twice, or receives one sender twice in a combining step.
+/// A step breaks none of the contract's rules ([`Step::check`], stated once in the core):
+/// ranks of the world, source and target ranges inside the buffers, no element overwritten
+/// twice, no sender folded into an element twice.
 fn check_step(step: &Step, world: usize, buffer_len: usize) -> Result<(), String> {
-    for (index, Transfer { from, to, range }) in step.transfers.iter().enumerate() {
-        if *from >= world || *to >= world {
-            return Err(format!(
-                "transfer {index} ({from} to {to}) names a rank outside the world of {world}"
-            ));
-        }
-        if from == to {
-            return Err(format!("transfer {index} sends from rank {from} to itself"));
-        }
-        if range.start > range.end || range.end > buffer_len {
-            return Err(format!(
-                "transfer {index}'s range {}..{} is not inside the buffers of {buffer_len}",
-                range.start, range.end
-            ));
-        }
-    }
-    // Overwriting: one writer per element of a receiver; combining: one per (receiver, sender).
-    let mut writers: Vec<(usize, usize, Range<usize>)> = step
-        .transfers
-        .iter()
-        .filter(|transfer| !transfer.range.is_empty())
-        .map(|transfer| {
-            let group = if step.combine { transfer.from } else { 0 };
-            (transfer.to, group, transfer.range.clone())
-        })
-        .collect();
-    writers.sort_by_key(|(to, group, range)| (*to, *group, range.start));
-    for pair in writers.windows(2) {
-        let ((to, group, first), (next_to, next_group, second)) = (&pair[0], &pair[1]);
-        if (to, group) == (next_to, next_group) && second.start < first.end {
-            return Err(if step.combine {
-                format!(
-                    "rank {to}'s element {} receives rank {group}'s value twice",
-                    second.start
-                )
-            } else {
-                format!("rank {to}'s element {} is overwritten twice", second.start)
-            });
-        }
-    }
-    Ok(())
+    step.check(world, buffer_len)
+        .map_err(|violation| violation.to_string())
 }
 
 /// Run checked `steps` on the typed buffers (each rank's input), then hand out the outputs.
@@ -230,7 +192,7 @@ fn execute<T: Arithmetic>(
             .collect();
         if !step.combine {
             for (transfer, values) in step.transfers.iter().zip(&sent) {
-                buffers[transfer.to][transfer.range.clone()].copy_from_slice(values);
+                buffers[transfer.to][transfer.target()].copy_from_slice(values);
             }
             continue;
         }
@@ -245,11 +207,11 @@ fn execute<T: Arithmetic>(
             let (Some(low), Some(high)) = (
                 incoming
                     .iter()
-                    .map(|(transfer, _)| transfer.range.start)
+                    .map(|(transfer, _)| transfer.target().start)
                     .min(),
                 incoming
                     .iter()
-                    .map(|(transfer, _)| transfer.range.end)
+                    .map(|(transfer, _)| transfer.target().end)
                     .max(),
             ) else {
                 continue;
@@ -276,7 +238,8 @@ fn execute<T: Arithmetic>(
 }
 
 /// The value of rank `to`'s `element` after a combining step: the left fold, in ascending rank
-/// order, of the values received and `own` at position `to`; `own` if nothing arrived.
+/// order, of the values received and `own` at position `to` (before a value `to` copies to
+/// itself); `own` if nothing arrived.
 fn fold<T: Arithmetic>(
     incoming: &[(&Transfer, &Vec<T>)],
     to: usize,
@@ -294,14 +257,15 @@ fn fold<T: Arithmetic>(
         });
     };
     for (transfer, values) in incoming {
-        if !transfer.range.contains(&element) {
+        let target = transfer.target();
+        if !target.contains(&element) {
             continue;
         }
-        if transfer.from > to && !own_folded {
+        if transfer.from >= to && !own_folded {
             push(&mut folded, own);
             own_folded = true;
         }
-        push(&mut folded, values[element - transfer.range.start]);
+        push(&mut folded, values[element - target.start]);
         received = true;
     }
     if !received {
@@ -530,11 +494,7 @@ mod tests {
             combine: true,
             transfers: [3, 0, 1]
                 .into_iter()
-                .map(|from| Transfer {
-                    from,
-                    to: 2,
-                    range: 0..1,
-                })
+                .map(|from| Transfer::new(from, 2, 0..1))
                 .collect(),
         };
         let outputs = run_steps(&layout, &[step], &inputs).unwrap();
@@ -552,18 +512,7 @@ mod tests {
         let inputs = [HostValues::I32(vec![1, 2]), HostValues::I32(vec![10, 20])];
         let swap = Step {
             combine: false,
-            transfers: vec![
-                Transfer {
-                    from: 0,
-                    to: 1,
-                    range: 0..2,
-                },
-                Transfer {
-                    from: 1,
-                    to: 0,
-                    range: 0..2,
-                },
-            ],
+            transfers: vec![Transfer::new(0, 1, 0..2), Transfer::new(1, 0, 0..2)],
         };
         let outputs = run_steps(&layout, &[swap], &inputs).unwrap();
         assert_eq!(outputs, vec![inputs[1].clone(), inputs[0].clone()]);
@@ -602,18 +551,7 @@ mod tests {
         let inputs = [HostValues::U8(vec![1, 2]), HostValues::U8(vec![3, 4])];
         let double = Step {
             combine: false,
-            transfers: vec![
-                Transfer {
-                    from: 0,
-                    to: 1,
-                    range: 0..2,
-                },
-                Transfer {
-                    from: 0,
-                    to: 1,
-                    range: 1..3,
-                },
-            ],
+            transfers: vec![Transfer::new(0, 1, 0..2), Transfer::new(0, 1, 1..3)],
         };
         assert!(matches!(
             run_steps(&layout, &[double], &inputs),

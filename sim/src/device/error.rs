@@ -87,68 +87,9 @@ pub enum SimError {
         /// The plan's buffer length.
         buffer_len: usize,
     },
-    /// A transfer names a rank outside the generation's world.
-    #[error("transfer {transfer} names rank {rank}, outside the world of {world} ranks")]
-    NoSuchRank {
-        /// The transfer's index in the step.
-        transfer: usize,
-        /// The rank named.
-        rank: usize,
-        /// The world size given to `begin`.
-        world: usize,
-    },
-    /// A transfer sends from a rank to itself.
-    #[error("transfer {transfer} sends from rank {rank} to itself")]
-    SelfTransfer {
-        /// The transfer's index in the step.
-        transfer: usize,
-        /// The rank.
-        rank: usize,
-    },
-    /// A transfer's range starts after it ends.
-    #[error("transfer {transfer}'s range {start}..{end} starts after it ends")]
-    InvertedRange {
-        /// The transfer's index in the step.
-        transfer: usize,
-        /// The range's start.
-        start: usize,
-        /// The range's end.
-        end: usize,
-    },
-    /// A transfer's range reaches past the end of the buffers.
-    #[error(
-        "transfer {transfer}'s range {start}..{end} is out of bounds for buffers of {buffer_len} elements"
-    )]
-    RangeOutOfBounds {
-        /// The transfer's index in the step.
-        transfer: usize,
-        /// The range's start.
-        start: usize,
-        /// The range's end.
-        end: usize,
-        /// The buffers' length.
-        buffer_len: usize,
-    },
-    /// Two transfers of an overwriting step write the same element.
-    #[error("an overwriting step writes rank {rank}'s element {element} twice")]
-    DoubleWrite {
-        /// The receiving rank.
-        rank: usize,
-        /// The element written twice.
-        element: usize,
-    },
-    /// A combining step delivers one sender's value to the same element twice.
-    #[error(
-        "a combining step delivers rank {from}'s value to rank {rank}'s element {element} twice"
-    )]
-    DuplicateSource {
-        /// The receiving rank.
-        rank: usize,
-        /// The element.
-        element: usize,
-        /// The sender.
-        from: usize,
-    },
+    /// A step breaks one of the contract's rules for a step (the core's statement of them).
+    #[error("{0}")]
+    Step(#[from] ruccl_core::StepViolation),
     /// `finish` was given another plan than `begin`.
     #[error(
         "finish with a plan for {finished} on {finished_world} ranks, but the generation began {begun} on {begun_world}"

@@ -2,7 +2,7 @@
 //! generation walks them with.
 //!
 //! A communicator runs the same plan generation after generation, and checking a step and laying
-//! it out ([`StepLayout::new`]) costs more than moving a few elements: at W = 2 a one-element
+//! it out ([`Step::lay_out`]) costs more than moving a few elements: at W = 2 a one-element
 //! all-reduce spent 0.75 µs of the device's 1.3 µs in `exchange`, mostly there (`sim/PERF.md`,
 //! "The simulated device's small-message path"). Both the layout and the step's traffic are pure
 //! functions of the step, the world and the buffer length, so a step equal to the one the last
@@ -31,9 +31,8 @@
 )]
 
 use super::error::SimError;
-use super::step::StepLayout;
 use crate::ledger::StepTraffic;
-use ruccl_core::Step;
+use ruccl_core::{Source, Step, StepLayout, WriteKind};
 use std::cell::RefCell;
 use std::sync::Arc;
 
@@ -53,7 +52,7 @@ impl LaidOut {
     /// Check and lay out `step` for `world` ranks with buffers of `buffer_len` elements.
     fn new(step: &Step, world: usize, buffer_len: usize) -> Result<Self, SimError> {
         Ok(Self {
-            layout: StepLayout::new(step, world, buffer_len)?,
+            layout: local_sources_copied(step.lay_out(world, buffer_len)?),
             traffic: StepTraffic::of(step),
             step: step.clone(),
             world,
@@ -65,6 +64,35 @@ impl LaidOut {
     fn is_for(&self, step: &Step, world: usize, buffer_len: usize) -> bool {
         self.world == world && self.buffer_len == buffer_len && self.step == *step
     }
+}
+
+/// `layout` with every source that a write's own receiver would read in place (a local copy or
+/// fold, `from == to`, whose source no write of the step overlaps) also set aside: the device
+/// takes a receiver's buffer out while it writes it, so it reads its own sources from a copy.
+fn local_sources_copied(mut layout: StepLayout) -> StepLayout {
+    let StepLayout { snapshots, writes } = &mut layout;
+    for write in writes.iter_mut() {
+        let pieces = match &mut write.kind {
+            WriteKind::Copy(piece) => std::slice::from_mut(piece),
+            WriteKind::Fold { before, after } => {
+                // Only `after` can hold the receiver itself (senders below it are in `before`).
+                debug_assert!(before.iter().all(|piece| piece.from != write.to));
+                after.as_mut_slice()
+            }
+        };
+        for piece in pieces {
+            if let Source::Live { rank, start } = piece.source {
+                if rank == write.to {
+                    snapshots.push((rank, start..start + write.range.len()));
+                    piece.source = Source::Copied {
+                        snapshot: snapshots.len() - 1,
+                        offset: 0,
+                    };
+                }
+            }
+        }
+    }
+    layout
 }
 
 /// The steps of one generation, in the order they ran. `Arc`, not `Rc`: a generation's work
@@ -150,16 +178,8 @@ mod tests {
         Step {
             combine: true,
             transfers: vec![
-                Transfer {
-                    from: 0,
-                    to: 1,
-                    range: range.clone(),
-                },
-                Transfer {
-                    from: 1,
-                    to: 0,
-                    range,
-                },
+                Transfer::new(0, 1, range.clone()),
+                Transfer::new(1, 0, range),
             ],
         }
     }
@@ -221,7 +241,9 @@ mod tests {
         // The same transfers, but past the end of a shorter buffer.
         assert!(matches!(
             second.next(&step(0..2), 2, 1),
-            Err(SimError::RangeOutOfBounds { .. })
+            Err(SimError::Step(
+                ruccl_core::StepViolation::OutOfBounds { .. }
+            ))
         ));
     }
 

@@ -11,11 +11,10 @@ use super::error::SimError;
 use super::kernels::{Kernel, map_in_place};
 use super::parallel;
 use super::pool::Pool;
-use super::step::{Source, StepLayout, Write, WriteKind};
 use super::{SimPrepared, SimTensor};
 use crate::host::{ElementType, HostValues};
 use half::{bf16, f16};
-use ruccl_core::{DeviceId, Plan, ReduceOperation};
+use ruccl_core::{DeviceId, Piece, Plan, ReduceOperation, Source, StepLayout, Write, WriteKind};
 
 /// Every rank's buffer, for one element type.
 #[derive(Debug)]
@@ -186,12 +185,13 @@ fn apply<T: Stored, F: Fn(T, T) -> T + Copy + Sync>(
         for write in &layout.writes {
             let len = write.range.len();
             // The receiver's buffer is taken out while its sources are read from the others': a
-            // transfer never reads its own receiver (checked), so the hole is never read.
+            // source on the receiver itself was set aside (`layouts::local_sources_copied`), so
+            // the hole is never read.
             let mut target = std::mem::take(&mut buffers[write.to]);
             let read = |source: &Source| -> &[T] {
                 match *source {
                     Source::Live { rank, start } => &buffers[rank][start..start + len],
-                    Source::Copied { index, offset } => &copies[index][offset..offset + len],
+                    Source::Copied { snapshot, offset } => &copies[snapshot][offset..offset + len],
                 }
             };
             run_write(
@@ -234,12 +234,12 @@ fn run_write<'s, T: Stored + 's, F: Fn(T, T) -> T + Copy>(
     op: F,
     scratch: &mut Vec<T>,
 ) {
-    let (before, after) = match kind {
-        WriteKind::Copy(source) => {
-            dst.copy_from_slice(read(source));
+    let (before, after): (&[Piece], &[Piece]) = match kind {
+        WriteKind::Copy(piece) => {
+            dst.copy_from_slice(read(&piece.source));
             return;
         }
-        WriteKind::Fold { before, after } => (before.as_slice(), after.as_slice()),
+        WriteKind::Fold { before, after } => (before, after),
     };
     if before.len() >= 2 {
         scratch.clear();
@@ -247,7 +247,7 @@ fn run_write<'s, T: Stored + 's, F: Fn(T, T) -> T + Copy>(
     }
     for (index, block) in dst.chunks_mut(FOLD_BLOCK).enumerate() {
         let range = index * FOLD_BLOCK..index * FOLD_BLOCK + block.len();
-        let sender = |source: &Source| &read(source)[range.clone()];
+        let sender = |piece: &Piece| &read(&piece.source)[range.clone()];
         match before {
             [] => {}
             [only] => Kernel::AccumulateLeft {
@@ -375,7 +375,7 @@ impl<'a, T> Resolve<'a, T> {
                 let (first, stretch) = stretches[index];
                 &stretch[start - first..][..len]
             }
-            Source::Copied { index, offset } => &self.copies[index][offset..][..len],
+            Source::Copied { snapshot, offset } => &self.copies[snapshot][offset..][..len],
         }
     }
 }

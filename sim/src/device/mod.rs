@@ -6,7 +6,6 @@
 //! | `tensor.rs`    | [`SimTensor`], [`SimPrepared`]                               |
 //! | `error.rs`     | [`SimError`], one variant per contract violation             |
 //! | `validate.rs`  | the checks `begin` runs before touching data                 |
-//! | `step.rs`      | a step checked and laid out: snapshots, copies, folds        |
 //! | `layouts.rs`   | the last generation's laid-out steps (per thread), reused    |
 //! | `memory.rs`    | the per-rank working buffers of one generation                |
 //! | `kernels.rs`   | the fused element loops                                      |
@@ -37,7 +36,6 @@ mod layouts;
 mod memory;
 mod parallel;
 mod pool;
-mod step;
 mod tensor;
 mod validate;
 

@@ -1,5 +1,5 @@
 //! Contract checks of `begin`, run before any memory is touched (a step's checks are in
-//! [`StepLayout::new`](super::step::StepLayout::new)).
+//! the core's [`Step::lay_out`](ruccl_core::Step::lay_out)).
 
 use super::SimPrepared;
 use super::error::SimError;
