@@ -18,8 +18,8 @@
 //! | [`budget`]      | the full and the quick (mutation-testing) profile                        |
 //! | `checkers`      | loom and shuttle runners that count executions and time them             |
 //!
-//! See `models/README.md` for the commands, the budgets measured, the mutation score and the
-//! classic reusable-barrier bugs each checker catches.
+//! See `models/README.md` for the commands, the budgets measured and the planted slips each
+//! checker catches.
 
 pub mod budget;
 #[cfg(any(ruccl_loom, ruccl_shuttle))]

@@ -245,7 +245,8 @@ struct Records {
 ///
 /// A harness timing many identical generations can [`pause`](Self::pause) it: a generation that
 /// begins while the ledger is paused is not recorded, and its device work takes no lock and
-/// allocates nothing for the ledger (`sim/PERF.md`, "What crosses cores in a small generation").
+/// allocates nothing for the ledger (W = 2, one element: 1.7–2.1 µs a generation without the
+/// ledger, 2.1–2.4 µs with it recording).
 #[derive(Clone)]
 pub struct Ledger {
     records: Arc<Mutex<Records>>,

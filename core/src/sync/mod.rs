@@ -1,5 +1,6 @@
-//! The synchronisation facade: the only way `ruccl-core` (and the simulated device) touches
-//! threads, locks, condition variables and atomics.
+//! The synchronisation facade: the only way `ruccl-core` touches threads, locks, condition
+//! variables and atomics, and the way the simulated device shares what the checkers must see
+//! (its ledger, fault counters, tracer, the conformance suite's queues).
 //!
 //! One backend is compiled in:
 //!
@@ -18,10 +19,18 @@
 //! Everything a checker must see has to come from here: a `std::sync` type used directly is
 //! invisible to loom and shuttle, and a `std::cell::UnsafeCell` is one whose races loom cannot
 //! report ([`cell::UnsafeCell`] is the checked one). `core/facade-lint/clippy.toml` forbids the
-//! std types outside the std backend (CI runs clippy with it under `--cfg ruccl_loom`).
+//! std types (CI runs clippy with it under `--cfg ruccl_loom` over core, sim and models); the std
+//! backend re-exports them, and every other use — here, the facade's own plumbing (a checker's
+//! shared lock, the deadline timer, the std cell behind [`cell::UnsafeCell`]); outside, harness
+//! bookkeeping kept out of the state space — carries an
+//! `#[allow(clippy::disallowed_types, reason = …)]`. `ARCHITECTURE.md` lists them.
 //!
-//! How the rendezvous uses these — spinning on a counter, parking on the condition variable, and
-//! why the checkers get no spin — is told in `core/src/rendezvous/README.md`.
+//! How the rendezvous uses these: a waiter polls its own delivery slot and the abort flag without
+//! the lock, for a bounded [`SpinBudget`] (spin hints, then yields of the core, as its
+//! [`Backoff`] says), then parks on the condition variable until the publication or an abort
+//! notifies it. Under loom the budget is zero — every waiter parks at once — unless a model asks
+//! for one poll (`poll_delivery_once`); under shuttle it is one poll and one yield. Why, in
+//! `core/src/rendezvous/README.md`.
 
 #[cfg(all(ruccl_loom, ruccl_shuttle))]
 compile_error!(

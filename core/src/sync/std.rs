@@ -22,7 +22,7 @@ pub(super) fn share<T>(value: T) -> Shared<T> {
 /// that is running needs to arrive and publish a small generation. Longer spins fall off a cliff
 /// when a partner is *not* running (a busy machine): measured on a 2-vCPU VM with a CPU hog on
 /// one core, a W = 2 generation took 84 µs with 256 spins, 28 µs with 64, 4–5 µs with 32 and
-/// 4–9 µs with 16, against 0.9 µs idle for all of them (`sim/PERF.md`).
+/// 4–9 µs with 16, against 0.9 µs idle for all of them.
 const SPIN_POLLS: u32 = 32;
 /// Polls that each yield the core, after the spins (or from the start, when ranks outnumber
 /// cores): every yield lets a rank that must make progress run, at the price of a system call.

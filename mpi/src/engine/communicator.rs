@@ -57,7 +57,7 @@ pub enum Waiting {
     /// deadline: every call may pass one.
     Deadlines,
     /// Blocking MPI collectives: MPI's own (tuned, faster) algorithms — a 4-byte all-reduce with
-    /// its status costs 1.1–1.5× a plain `MPI_Allreduce` (`mpi/PERF.md`) — but a call waits for
+    /// its status costs 1.1–1.5× a plain `MPI_Allreduce` (2 and 4 processes) — but a call waits for
     /// ever for a process that never calls. A call that passes a deadline fails (a local
     /// failure, shared like any other).
     Blocking,

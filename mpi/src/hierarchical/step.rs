@@ -22,7 +22,7 @@ use std::time::Instant;
 /// reduce-scatter, the shards between processes, a local all-gather): below it, the whole route
 /// (a local all-reduce, one engine call, copies) costs one local hand-off less, which wins; above
 /// it the shard route moves less memory. Measured on the 2-vCPU VM, each size in runs of its
-/// own (`mpi/PERF.md`, "Which route when, re-measured"): the whole route is faster up to 4 MiB
+/// own: the whole route is faster up to 4 MiB
 /// (median of six to eight runs 0.77–0.82 of `MPI_Allreduce` against the shard route's
 /// 0.84–1.03); at 8 MiB both are below 1.0 once warm and the shard route varies less
 /// (0.80–0.82 against 0.71–0.90); from 16 MiB the shard route wins.

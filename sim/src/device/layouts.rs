@@ -3,8 +3,8 @@
 //!
 //! A communicator runs the same plan generation after generation, and checking a step and laying
 //! it out ([`Step::lay_out`]) costs more than moving a few elements: at W = 2 a one-element
-//! all-reduce spent 0.75 µs of the device's 1.3 µs in `exchange`, mostly there (`sim/PERF.md`,
-//! "The simulated device's small-message path"). Both the layout and the step's traffic are pure
+//! all-reduce spent 0.75 µs of the device's 1.3 µs in `exchange`, mostly there. Both the layout
+//! and the step's traffic are pure
 //! functions of the step, the world and the buffer length, so a step equal to the one the last
 //! generation ran at the same position, with the same world and buffer length, reuses them: the
 //! same checks passed, the same layout results. Any other step is checked and laid out afresh,
@@ -17,7 +17,7 @@
 //! changes threads from one generation to the next (at W = 2, every generation). Books shared by
 //! the device's clones — a lock, reference counts — were written by one core and then read and
 //! written by the other in every generation, and each such cache line crossing cores cost more
-//! than the step itself (`sim/PERF.md`, "What crosses cores in a small generation"). A laid-out
+//! than the step itself (at W = 2, one shared `Arc`'s count was 44 % of `exchange`). A laid-out
 //! step is a pure function of the step, the world and the buffer length, so a memo per thread
 //! is as sound as one per device: every runner finds its own, and nothing here is shared. Under
 //! a checker the model's threads may share one memo (loom runs them on the test's thread), which
