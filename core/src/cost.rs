@@ -25,6 +25,9 @@
 //!   all `W-1` senders into a rank's shard in one step crosses the memory system less than one
 //!   that folds them in over `W-1` steps (or `log₂ W`, shard halves each time), although their
 //!   transfers carry the same bytes.
+//!
+//! A local copy (a self-transfer, contract v3) uses no rank's port on [`Links::PerRank`], and
+//! crosses the memory system like any transfer on [`Links::Shared`].
 
 use crate::{Plan, Step};
 
@@ -174,10 +177,10 @@ impl LinkModel {
                 (transfers, elements + step.folded_elements())
             }
             Links::PerRank => {
-                // Per rank: (transfers, elements) sent, then received.
+                // Per rank: (transfers, elements) sent, then received; a local copy uses no link.
                 let mut sent = vec![(0usize, 0usize); world];
                 let mut received = vec![(0usize, 0usize); world];
-                for transfer in moving {
+                for transfer in moving.filter(|transfer| transfer.crosses_a_link()) {
                     let len = transfer.range.len();
                     for (tally, rank) in [(&mut sent, transfer.from), (&mut received, transfer.to)]
                     {

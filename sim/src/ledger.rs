@@ -37,14 +37,20 @@ pub struct StepTraffic {
     /// Elements of the receivers' buffers the step folds into, each once
     /// ([`Step::folded_elements`]; 0 for an overwriting step): memory traffic on a shared link.
     pub folded: usize,
+    /// Elements ranks copied (or folded) within their own buffers (self-transfers): memory
+    /// traffic on a shared link, no link's.
+    pub local: usize,
 }
 
 impl StepTraffic {
     /// The traffic of `step`: its transfers summed per link.
     pub fn of(step: &Step) -> Self {
         let mut links: BTreeMap<(usize, usize), (usize, usize)> = BTreeMap::new();
+        let mut local = 0;
         for transfer in &step.transfers {
-            if !transfer.range.is_empty() {
+            if transfer.from == transfer.to {
+                local += transfer.range.len();
+            } else if !transfer.range.is_empty() {
                 let link = links.entry((transfer.from, transfer.to)).or_default();
                 link.0 += transfer.range.len();
                 link.1 += 1;
@@ -56,6 +62,7 @@ impl StepTraffic {
             copied_aside: aside.iter().map(|(_, range)| range.len()).sum(),
             ranges_aside: aside.iter().filter(|(_, range)| !range.is_empty()).count(),
             folded: step.folded_elements(),
+            local,
             links: links
                 .into_iter()
                 .map(|((from, to), (elements, transfers))| LinkTraffic {
@@ -95,7 +102,11 @@ impl StepTraffic {
     /// sent or received, or on a shared link the step's total, its copies aside and the
     /// elements it folds into.
     pub fn busiest_elements(&self, links: Links) -> usize {
-        self.busiest(links, |link| link.elements, self.copied_aside + self.folded)
+        self.busiest(
+            links,
+            |link| link.elements,
+            self.copied_aside + self.folded + self.local,
+        )
     }
 
     /// The transfers on the step's busiest link under `links`, as

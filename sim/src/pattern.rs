@@ -294,40 +294,59 @@ impl Check {
     pub fn count_wrong(&self, rank: usize, input_len: usize, values: &HostValues) -> u64 {
         let length = self
             .collective
-            .output_len(self.world, input_len)
+            .output_len_at(rank, self.world, input_len)
             .unwrap_or(0);
         if values.element_type() != self.element_type || values.len() != length {
             return length.max(values.len()) as u64;
         }
+        if length == 0 {
+            return 0; // A rank that receives nothing, and holds nothing.
+        }
+        let block = input_len / self.world.max(1);
         match (self.collective, &self.reduced) {
-            (Collective::AllReduce(_), Some(expected)) => {
+            (Collective::AllReduce(_) | Collective::Reduce { .. }, Some(expected)) => {
                 expected.count_wrong_from(values, self.seed)
             }
             (Collective::ReduceScatter(_), Some(expected)) => {
                 expected.count_wrong_from(values, self.seed + rank * length)
             }
-            (Collective::AllGather, _) => {
+            (Collective::AllGather | Collective::Gather { .. }, _) => {
                 let block = input_len.max(1);
                 (0..self.world)
                     .map(|owner| {
                         let start = owner * input_len;
                         let end = (start + block).min(values.len());
-                        self.count_copied(values, start..end, owner)
+                        self.count_copied(values, start..end, owner, 0)
                     })
                     .sum()
             }
-            (Collective::Broadcast { root }, _) => self.count_copied(values, 0..length, root),
+            (Collective::Broadcast { root }, _) => self.count_copied(values, 0..length, root, 0),
+            (Collective::Scatter { root }, _) => {
+                self.count_copied(values, 0..length, root, rank * length)
+            }
+            (Collective::AllToAll, _) => (0..self.world)
+                .map(|owner| {
+                    self.count_copied(
+                        values,
+                        owner * block..(owner + 1) * block,
+                        owner,
+                        rank * block,
+                    )
+                })
+                .sum(),
             // A reducing collective always has its reduction; an unknown one checks nothing.
             _ => 0,
         }
     }
 
-    /// Wrong elements of `values[range]`, which must hold rank `owner`'s input from its start.
+    /// Wrong elements of `values[range]`, which must hold rank `owner`'s input from its element
+    /// `from` on.
     fn count_copied(
         &self,
         values: &HostValues,
         range: std::ops::Range<usize>,
         owner: usize,
+        from: usize,
     ) -> u64 {
         let one_period: Vec<f64> = (0..COPY_PERIOD)
             .map(|index| stored(self.element_type, copy_integer(owner, index)))
@@ -336,7 +355,7 @@ impl Check {
             values,
             range,
             &one_period,
-            self.seed,
+            self.seed + from,
             &vec![0.0; COPY_PERIOD],
         )
     }

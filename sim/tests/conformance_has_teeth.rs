@@ -190,6 +190,55 @@ fn a_device_whose_sends_read_post_step_state_fails() {
     assert_fails_on(&report, "collective/bits");
 }
 
+/// Runs a step's transfers between ranks first, then each local copy on its own: a local copy
+/// reads its source after the same step has written it (planted slip of issue 30).
+#[derive(Clone)]
+struct RunsLocalCopiesLast;
+
+impl Intercept<SimDevice> for RunsLocalCopiesLast {
+    fn exchange(
+        &self,
+        inner: &SimDevice,
+        work: &mut SimWork,
+        _index: usize,
+        step: &Step,
+    ) -> Result<(), SimError> {
+        let (local, between): (Vec<Transfer>, Vec<Transfer>) = step
+            .transfers
+            .iter()
+            .cloned()
+            .partition(|transfer| transfer.from == transfer.to);
+        inner.exchange(
+            work,
+            &Step {
+                combine: step.combine,
+                transfers: between,
+            },
+        )?;
+        for transfer in local {
+            let alone = Step {
+                combine: step.combine,
+                transfers: vec![transfer],
+            };
+            inner.exchange(work, &alone)?;
+        }
+        Ok(())
+    }
+}
+
+#[test]
+fn a_device_whose_local_copies_read_post_step_state_fails() {
+    let report = check(RunsLocalCopiesLast);
+    assert_fails_on(&report, "exchange/local_copies");
+    assert!(
+        report
+            .failures
+            .iter()
+            .all(|failure| failure.check == "exchange/local_copies"),
+        "only steps with local copies may fail:\n{report}"
+    );
+}
+
 /// Hands every rank the start of its buffer, whatever the plan's output range: a reduce-scatter
 /// rank gets block 0 instead of its own.
 #[derive(Clone)]
@@ -221,7 +270,7 @@ impl Intercept<SimDevice> for IgnoresOutputRanges {
 }
 
 #[test]
-fn a_device_that_ignores_output_ranges_fails_on_reduce_scatter() {
+fn a_device_that_ignores_output_ranges_fails_on_reduce_scatter_and_scatter() {
     let report = check(IgnoresOutputRanges);
     assert_fails_on(&report, "collective/bits");
     assert_fails_on(&report, "collective/reference");
@@ -230,8 +279,15 @@ fn a_device_that_ignores_output_ranges_fails_on_reduce_scatter() {
         report
             .failures
             .iter()
-            .all(|failure| failure.case.contains("reduce-scatter")),
-        "only reduce-scatter outputs start past 0:\n{report}"
+            .all(|failure| failure.case.contains("scatter(")),
+        "only reduce-scatter and scatter outputs start past 0:\n{report}"
+    );
+    assert!(
+        report
+            .failures
+            .iter()
+            .any(|failure| failure.case.contains(": scatter(")),
+        "scatter is checked too:\n{report}"
     );
 }
 

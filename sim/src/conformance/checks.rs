@@ -188,6 +188,90 @@ fn scenarios(world: usize) -> Vec<Scenario> {
             }],
         },
         Scenario {
+            check: "exchange/offsets",
+            label: "overwrite, every rank's chunk lands one chunk further on at the next rank",
+            operation: ReduceOperation::Sum,
+            steps: vec![Step {
+                combine: false,
+                transfers: (0..world)
+                    .map(|rank| Transfer {
+                        from: rank,
+                        to: (rank + 1) % world,
+                        range: chunks[rank].clone(),
+                        at: chunks[(rank + 1) % world].start,
+                    })
+                    .collect(),
+            }],
+        },
+        Scenario {
+            check: "exchange/local_copies",
+            label: "overwrite, every rank swaps its two halves with two local copies",
+            operation: ReduceOperation::Sum,
+            steps: vec![Step {
+                combine: false,
+                transfers: (0..world)
+                    .flat_map(|rank| {
+                        [
+                            Transfer {
+                                from: rank,
+                                to: rank,
+                                range: 0..world,
+                                at: world,
+                            },
+                            Transfer {
+                                from: rank,
+                                to: rank,
+                                range: world..length,
+                                at: 0,
+                            },
+                        ]
+                    })
+                    .collect(),
+            }],
+        },
+        Scenario {
+            check: "exchange/local_copies",
+            label: "combine, every rank folds its upper half and the previous rank's lower half into its lower half",
+            operation: ReduceOperation::Sum,
+            steps: vec![Step {
+                combine: true,
+                transfers: (0..world)
+                    .flat_map(|rank| {
+                        [
+                            Transfer {
+                                from: rank,
+                                to: rank,
+                                range: world..length,
+                                at: 0,
+                            },
+                            transfer((rank + world - 1) % world, rank, 0..world),
+                        ]
+                    })
+                    .collect(),
+            }],
+        },
+        Scenario {
+            check: "exchange/local_copies",
+            label: "overwrite, a local copy whose source the next rank's transfer overwrites",
+            operation: ReduceOperation::Sum,
+            steps: vec![Step {
+                combine: false,
+                transfers: (0..world)
+                    .flat_map(|rank| {
+                        [
+                            Transfer {
+                                from: rank,
+                                to: rank,
+                                range: 0..world,
+                                at: world,
+                            },
+                            transfer((rank + 1) % world, rank, 0..world),
+                        ]
+                    })
+                    .collect(),
+            }],
+        },
+        Scenario {
             check: "exchange/overwrite_many",
             label: "overwrite, rank 0 sends one chunk to every other rank",
             operation: ReduceOperation::Sum,
@@ -253,6 +337,13 @@ fn plans_by_hand<D: HostTensors>(
         Collective::ReduceScatter(ReduceOperation::Sum),
         Collective::AllGather,
         Collective::Broadcast { root: world - 1 },
+        Collective::Reduce {
+            op: ReduceOperation::Sum,
+            root: world / 2,
+        },
+        Collective::Gather { root: world - 1 },
+        Collective::Scatter { root: world / 2 },
+        Collective::AllToAll,
     ];
     for collective in collectives {
         if collective
@@ -262,7 +353,9 @@ fn plans_by_hand<D: HostTensors>(
             continue;
         }
         let length = match collective {
-            Collective::ReduceScatter(_) => 3 * world,
+            Collective::ReduceScatter(_) | Collective::Scatter { .. } | Collective::AllToAll => {
+                3 * world
+            }
             _ => 2 * world + 1,
         };
         let inputs: Vec<HostValues> = (0..world)
@@ -428,11 +521,16 @@ pub(crate) fn validations<D: HostTensors>(
             },
         ),
         (
-            "validation/exchange/self_transfer",
-            "exchange from rank 1 to itself",
+            "validation/exchange/target_out_of_bounds",
+            "exchange landing past the end",
             Step {
                 combine: true,
-                transfers: vec![transfer(1, 1, 0..2)],
+                transfers: vec![Transfer {
+                    from: 0,
+                    to: 1,
+                    range: 0..2,
+                    at: 3,
+                }],
             },
         ),
         (

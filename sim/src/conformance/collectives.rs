@@ -37,27 +37,25 @@ pub(crate) fn lengths(world: usize, prime: usize) -> Vec<usize> {
     lengths
 }
 
-/// The collectives `kinds` stand for in a world: a reducing kind once per operation, a
-/// broadcast from a root that `root` picks.
+/// The collectives `kinds` stand for in a world: a reducing kind once per operation, a rooted
+/// kind from a root that `root` picks.
 fn collectives(kind: Collective, operations: &[ReduceOperation], root: usize) -> Vec<Collective> {
-    match kind {
-        Collective::AllReduce(_) => operations
+    let rooted = kind.with_root(root);
+    if kind.operation().is_some() {
+        operations
             .iter()
-            .map(|&operation| Collective::AllReduce(operation))
-            .collect(),
-        Collective::ReduceScatter(_) => operations
-            .iter()
-            .map(|&operation| Collective::ReduceScatter(operation))
-            .collect(),
-        Collective::Broadcast { .. } => vec![Collective::Broadcast { root }],
-        other => vec![other],
+            .map(|&operation| rooted.with_operation(operation))
+            .collect()
+    } else {
+        vec![rooted]
     }
 }
 
-/// Whether `algorithm` runs on `world` ranks (and can be asked for by name).
-fn runs(algorithm: Algorithm, world: usize) -> bool {
+/// Whether `algorithm` runs `collective` on `world` ranks (and can be asked for by name).
+fn runs(algorithm: Algorithm, collective: Collective, world: usize) -> bool {
     match algorithm {
-        Algorithm::HalvingDoubling => world.is_power_of_two(),
+        Algorithm::HalvingDoubling => world.is_power_of_two() && collective != Collective::AllToAll,
+        Algorithm::Ring => collective != Collective::AllToAll,
         Algorithm::Custom => false,
         _ => true,
     }
@@ -97,11 +95,13 @@ pub(crate) fn matrix<D: HostTensors>(
             for &algorithm in config
                 .algorithms
                 .iter()
-                .filter(|&&algorithm| runs(algorithm, world))
+                .filter(|&&algorithm| runs(algorithm, collective, world))
             {
                 for length in lengths(world, config.prime_length) {
                     let length = match collective {
-                        Collective::ReduceScatter(_) => length * world,
+                        Collective::ReduceScatter(_)
+                        | Collective::Scatter { .. }
+                        | Collective::AllToAll => length * world,
                         _ => length,
                     };
                     let every = config.every_type_at_every_length

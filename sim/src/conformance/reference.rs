@@ -337,9 +337,11 @@ pub fn expected(operation: ReduceOperation, inputs: &[HostValues]) -> Expected {
 }
 
 /// What every rank's output of `collective` over `inputs` (one per rank, all of one type and
-/// one length) must be, in rank order: the reduction (all of it, or block `rank` of `W` for a
-/// reduce-scatter), every input concatenated in rank order (all-gather), or the root's input
-/// (broadcast). A collective this crate does not know gives no outputs.
+/// one length) must be, in rank order: the reduction (all of it, block `rank` of `W` for a
+/// reduce-scatter, at the root only for a reduce), every input concatenated in rank order
+/// (all-gather; at the root only for a gather), the root's input (broadcast) or block `rank` of
+/// it (scatter), or block `rank` of every input in rank order (all-to-all). A rank that receives
+/// nothing expects an empty output. A collective this crate does not know gives no outputs.
 pub fn expected_outputs(collective: Collective, inputs: &[HostValues]) -> Vec<Expected> {
     let world = inputs.len();
     match collective {
@@ -359,6 +361,54 @@ pub fn expected_outputs(collective: Collective, inputs: &[HostValues]) -> Vec<Ex
             Some(input) => vec![Expected::copied(input); world],
             None => Vec::new(),
         },
+        Collective::Reduce { op, root } if root < world => {
+            let reduced = expected(op, inputs);
+            (0..world)
+                .map(|rank| {
+                    if rank == root {
+                        reduced.clone()
+                    } else {
+                        reduced.slice(0..0)
+                    }
+                })
+                .collect()
+        }
+        Collective::Gather { root } if root < world => {
+            let parts: Vec<Expected> = inputs.iter().map(Expected::copied).collect();
+            let gathered = concatenated(&parts);
+            (0..world)
+                .map(|rank| {
+                    if rank == root {
+                        gathered.clone()
+                    } else {
+                        gathered.slice(0..0)
+                    }
+                })
+                .collect()
+        }
+        Collective::Scatter { root } => match inputs.get(root) {
+            Some(input) => {
+                let whole = Expected::copied(input);
+                let block = whole.len() / world.max(1);
+                (0..world)
+                    .map(|rank| whole.slice(rank * block..(rank + 1) * block))
+                    .collect()
+            }
+            None => Vec::new(),
+        },
+        Collective::AllToAll => {
+            let blocks: Vec<Expected> = inputs.iter().map(Expected::copied).collect();
+            let block = blocks.first().map_or(0, Expected::len) / world.max(1);
+            (0..world)
+                .map(|rank| {
+                    let parts: Vec<Expected> = blocks
+                        .iter()
+                        .map(|input| input.slice(rank * block..(rank + 1) * block))
+                        .collect();
+                    concatenated(&parts)
+                })
+                .collect()
+        }
         _ => Vec::new(),
     }
 }
@@ -568,6 +618,25 @@ mod tests {
         assert_eq!(
             outputs(Collective::Broadcast { root: 1 }),
             vec![Expected::Exact(vec![255, 4]); 2]
+        );
+        assert_eq!(
+            outputs(Collective::Reduce {
+                op: ReduceOperation::Max,
+                root: 1
+            }),
+            vec![Expected::Exact(vec![]), Expected::Exact(vec![255, 4])]
+        );
+        assert_eq!(
+            outputs(Collective::Gather { root: 0 }),
+            vec![Expected::Exact(vec![1, 2, 255, 4]), Expected::Exact(vec![])]
+        );
+        assert_eq!(
+            outputs(Collective::Scatter { root: 1 }),
+            vec![Expected::Exact(vec![255]), Expected::Exact(vec![4])]
+        );
+        assert_eq!(
+            outputs(Collective::AllToAll),
+            vec![Expected::Exact(vec![1, 255]), Expected::Exact(vec![2, 4])]
         );
         let reference = &outputs(Collective::AllReduce(ReduceOperation::Max))[0];
         assert!(compare(reference, ElementType::U8, &HostValues::U8(vec![255, 4])).is_ok());
