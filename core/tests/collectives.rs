@@ -97,6 +97,33 @@ fn every_collective_and_algorithm_delivers_the_reference_result() {
         for &algorithm in &algorithms {
             for length in [0, 1, 6] {
                 check(&communicator, Collective::AllGather, algorithm, length, 4);
+                if matches!(algorithm, Algorithm::Auto | Algorithm::Direct) {
+                    check(
+                        &communicator,
+                        Collective::AllToAll,
+                        algorithm,
+                        length * world,
+                        8,
+                    );
+                }
+                for root in 0..world {
+                    for operation in ReduceOperation::ALL {
+                        let reduce = Collective::Reduce {
+                            op: operation,
+                            root,
+                        };
+                        check(&communicator, reduce, algorithm, length + 1, 6);
+                    }
+                    check(
+                        &communicator,
+                        Collective::Gather { root },
+                        algorithm,
+                        length,
+                        7,
+                    );
+                    let scatter = Collective::Scatter { root };
+                    check(&communicator, scatter, algorithm, length * world, 9);
+                }
                 for root in 0..world {
                     check(
                         &communicator,
@@ -121,10 +148,20 @@ fn one_communicator_runs_a_sequence_mixing_every_collective() {
         Collective::AllGather,
         Collective::AllReduce(ReduceOperation::Mean),
         Collective::Broadcast { root: 1 },
+        Collective::Reduce {
+            op: ReduceOperation::Min,
+            root: 2,
+        },
+        Collective::Gather { root: 0 },
+        Collective::Scatter { root: 3 },
+        Collective::AllToAll,
     ];
     for round in 0..20 {
         for (index, &collective) in sequence.iter().enumerate() {
-            let algorithm = Algorithm::BUILT_IN[(round + index) % 3];
+            let algorithm = match collective {
+                Collective::AllToAll => Algorithm::Direct,
+                _ => Algorithm::BUILT_IN[(round + index) % 3],
+            };
             check(&communicator, collective, algorithm, 8, round as i64);
         }
     }
@@ -157,6 +194,22 @@ fn ranks_asking_for_different_collectives_all_get_the_mismatch() {
             ],
             "rank 1: all-reduce(sum) via direct",
         ),
+        (
+            vec![
+                Ask::Built(Collective::Reduce { op: SUM, root: 0 }, Algorithm::Auto),
+                Ask::Built(Collective::Reduce { op: SUM, root: 1 }, Algorithm::Auto),
+                Ask::Built(Collective::Reduce { op: SUM, root: 0 }, Algorithm::Auto),
+            ],
+            "rank 1: reduce(sum, root 1) via auto",
+        ),
+        (
+            vec![
+                Ask::Built(Collective::Gather { root: 1 }, Algorithm::Auto),
+                Ask::Built(Collective::Scatter { root: 1 }, Algorithm::Auto),
+                Ask::Built(Collective::AllToAll, Algorithm::Auto),
+            ],
+            "rank 2: all-to-all via auto",
+        ),
     ];
     for (asks, names) in cases {
         let (_, communicator) = communicator(3);
@@ -188,6 +241,36 @@ fn different_reduce_operations_of_one_collective_are_a_reduction_mismatch() {
         generation: 0,
         operations: vec![SUM, ReduceOperation::Min],
     };
+    assert_shared_then_recovers(&communicator, outcomes, &error);
+    // The same for a reduce to one root, in a later generation.
+    let reduce = |op| Ask::Built(Collective::Reduce { op, root: 1 }, Algorithm::Auto);
+    let asks = [reduce(ReduceOperation::Max), reduce(SUM)];
+    let outcomes = run_requests(&communicator, tensors(&ramp(2, 4, 0)), &asks);
+    let error = outcomes[0].clone().unwrap_err();
+    assert!(
+        matches!(
+            error,
+            NativeCollectiveError::ReductionMismatch { ref operations, .. }
+                if operations == &[ReduceOperation::Max, SUM]
+        ),
+        "{error}"
+    );
+    assert_shared_then_recovers(&communicator, outcomes, &error);
+}
+
+#[test]
+fn scatter_inputs_of_different_lengths_are_a_shape_mismatch_for_every_rank() {
+    // Only the root's input is read, but every rank must pass the root's shape.
+    let (_, communicator) = communicator(2);
+    let mut inputs = ramp(2, 4, 0);
+    inputs[1].truncate(2);
+    let asks = everyone(2, Collective::Scatter { root: 0 }, Algorithm::Auto);
+    let outcomes = run_requests(&communicator, tensors(&inputs), &asks);
+    let error = outcomes[0].clone().unwrap_err();
+    assert!(
+        matches!(error, NativeCollectiveError::ShapeMismatch { .. }),
+        "{error}"
+    );
     assert_shared_then_recovers(&communicator, outcomes, &error);
 }
 
@@ -236,6 +319,35 @@ fn impossible_collectives_are_a_shared_invalid_collective() {
             Algorithm::HalvingDoubling,
             6,
             "power-of-two",
+        ),
+        (
+            3,
+            Collective::Reduce { op: SUM, root: 7 },
+            Algorithm::Auto,
+            4,
+            "root 7",
+        ),
+        (
+            2,
+            Collective::Gather { root: 2 },
+            Algorithm::Direct,
+            4,
+            "root 2",
+        ),
+        (
+            4,
+            Collective::Scatter { root: 1 },
+            Algorithm::Ring,
+            6,
+            "equal blocks",
+        ),
+        (3, Collective::AllToAll, Algorithm::Auto, 7, "equal blocks"),
+        (
+            4,
+            Collective::AllToAll,
+            Algorithm::Ring,
+            8,
+            "no all-to-all plan",
         ),
     ];
     for (world, collective, algorithm, length, says) in cases {
@@ -415,15 +527,41 @@ fn the_convenience_entries_run_their_collective() {
                         .broadcast(rank, tensor(&inputs[rank]), 1)
                         .unwrap()
                         .into_values();
-                    (gathered, broadcast)
+                    let reduced = communicator
+                        .reduce(rank, tensor(&inputs[rank]), SUM, 0)
+                        .unwrap()
+                        .into_values();
+                    let collected = communicator
+                        .gather(rank, tensor(&inputs[rank]), 1)
+                        .unwrap()
+                        .into_values();
+                    let mine = communicator
+                        .scatter(rank, tensor(&inputs[rank]), 1)
+                        .unwrap()
+                        .into_values();
+                    let exchanged = communicator
+                        .all_to_all(rank, tensor(&inputs[rank]))
+                        .unwrap()
+                        .into_values();
+                    (gathered, broadcast, reduced, collected, mine, exchanged)
                 })
             })
             .collect();
-        for run in runs {
-            let (gathered, broadcast) = run.join().unwrap();
+        for (rank, run) in runs.into_iter().enumerate() {
+            let (gathered, broadcast, reduced, collected, mine, exchanged) = run.join().unwrap();
             // Reduce-scatter then all-gather is an all-reduce.
             assert_eq!(gathered, common::reference(&inputs, SUM));
             assert_eq!(broadcast, inputs[1]);
+            let at_root =
+                |root: usize, values: Vec<i64>| if rank == root { values } else { vec![] };
+            assert_eq!(reduced, at_root(0, common::reference(&inputs, SUM)));
+            assert_eq!(collected, at_root(1, inputs.concat()));
+            assert_eq!(mine, inputs[1][2 * rank..2 * rank + 2].to_vec());
+            let expected: Vec<i64> = inputs
+                .iter()
+                .flat_map(|input| input[2 * rank..2 * rank + 2].to_vec())
+                .collect();
+            assert_eq!(exchanged, expected);
         }
     });
 }

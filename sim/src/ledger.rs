@@ -191,18 +191,21 @@ impl GenerationTraffic {
         self.total_elements() as u64 * self.element_type.size() as u64
     }
 
-    /// The bandwidth lower bound on elements the busiest rank must send: nccl-tests' bus factor
-    /// times the larger of the input and output — `2(W-1)/W · n` for all-reduce, `(W-1)/W · W·m`
-    /// for reduce-scatter and all-gather, `n` for broadcast.
+    /// The bandwidth lower bound on elements the busiest rank must send or receive: nccl-tests'
+    /// bus factor times the larger of the input and output — `2(W-1)/W · n` for all-reduce,
+    /// `(W-1)/W · W·m` for reduce-scatter, all-gather, gather, scatter and all-to-all, `n` for
+    /// broadcast and reduce.
     pub fn lower_bound_per_rank(&self) -> f64 {
         lower_bound_per_rank(self.collective, self.world(), self.input_len)
     }
 
-    /// What rank `rank` sent divided by the per-rank lower bound; `None` when the bound is zero
+    /// What rank `rank` sent or received, whichever is more, divided by the per-rank lower
+    /// bound (a root receives all a reduce or gather moves); `None` when the bound is zero
     /// (`W = 1` or an empty tensor).
     pub fn ratio_to_lower_bound(&self, rank: usize) -> Option<f64> {
         let bound = self.lower_bound_per_rank();
-        (bound > 0.0).then(|| self.sent_by(rank) as f64 / bound)
+        let moved = self.sent_by(rank).max(self.received_by(rank));
+        (bound > 0.0).then(|| moved as f64 / bound)
     }
 
     /// The largest [`ratio_to_lower_bound`](Self::ratio_to_lower_bound) over all ranks.

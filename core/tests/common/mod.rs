@@ -285,17 +285,20 @@ impl NativeCollectiveDevice for TestDevice {
         let before = work.buffers.clone();
         // (receiver, element) -> every (sender, value) it receives, in sender order.
         let mut received: BTreeMap<(usize, usize), BTreeMap<usize, i64>> = BTreeMap::new();
+        // Keys order the fold: a sender's rank, the receiver's own value at `2·to`, a
+        // self-transfer right after it (contract v3: `2·to + 1`).
         for transfer in &step.transfers {
-            for element in transfer.range.clone() {
+            let key = 2 * transfer.from + usize::from(transfer.from == transfer.to);
+            for (element, target) in transfer.range.clone().zip(transfer.at..) {
                 received
-                    .entry((transfer.to, element))
+                    .entry((transfer.to, target))
                     .or_default()
-                    .insert(transfer.from, before[transfer.from][element]);
+                    .insert(key, before[transfer.from][element]);
             }
         }
         for ((to, element), mut values) in received {
             work.buffers[to][element] = if step.combine {
-                values.insert(to, before[to][element]);
+                values.insert(2 * to, before[to][element]);
                 let operation = work.operation.unwrap_or(ReduceOperation::Sum);
                 let mut folded = values.into_values();
                 let first = folded.next().unwrap_or_default();
@@ -449,6 +452,41 @@ pub fn expected(collective: Collective, inputs: &[Vec<i64>]) -> Vec<Vec<i64>> {
         }
         Collective::AllGather => vec![inputs.concat(); world],
         Collective::Broadcast { root } => vec![inputs[root].clone(); world],
+        Collective::Reduce { op, root } => (0..world)
+            .map(|rank| {
+                if rank == root {
+                    reference(inputs, op)
+                } else {
+                    Vec::new()
+                }
+            })
+            .collect(),
+        Collective::Gather { root } => (0..world)
+            .map(|rank| {
+                if rank == root {
+                    inputs.concat()
+                } else {
+                    Vec::new()
+                }
+            })
+            .collect(),
+        Collective::Scatter { root } => {
+            let block = inputs[root].len() / world;
+            (0..world)
+                .map(|rank| inputs[root][rank * block..(rank + 1) * block].to_vec())
+                .collect()
+        }
+        Collective::AllToAll => {
+            let block = inputs.first().map_or(0, Vec::len) / world;
+            (0..world)
+                .map(|rank| {
+                    inputs
+                        .iter()
+                        .flat_map(|input| input[rank * block..(rank + 1) * block].iter().copied())
+                        .collect()
+                })
+                .collect()
+        }
         _ => unreachable!("no other collective exists"),
     }
 }

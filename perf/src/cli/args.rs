@@ -18,8 +18,8 @@ const LONG_ABOUT: &str = "ruCCL's collectives as nccl-tests measures them.
 Every rank is a thread calling the collective on one shared communicator; the last to arrive runs \
 the plan on the backend's device: simulated devices whose memory is host memory (--backend sim, \
 the default), or GPUs through the CUDA executor (--backend cuda, in a build with the `cuda` \
-feature). `all-reduce-perf` (the default), `reduce-scatter-perf`, `all-gather-perf` and \
-`broadcast-perf` sweep message sizes like nccl-tests' binaries and print its table, out of place \
+feature). `all-reduce-perf` (the default), `reduce-scatter-perf`, `all-gather-perf`, \
+`broadcast-perf`, `reduce-perf`, `gather-perf`, `scatter-perf` and `alltoall-perf` sweep message sizes like nccl-tests' binaries and print its table, out of place \
 and in place; `run` drives a scenario of any collective, optionally under injected faults, and \
 prints what every generation delivered, as generations complete.";
 
@@ -42,13 +42,14 @@ const EXAMPLES: &str = "Examples:
   ruccl-perf all-reduce-perf -b 8 -e 128M -f 2 -g 8 nccl-tests' classic sweep on 8 ranks
   ruccl-perf reduce-scatter-perf -b 4 -e 64M -f 8   every collective has its nccl-tests name
   ruccl-perf broadcast-perf -r all -b 1K -e 1M      every root in turn
+  ruccl-perf alltoall-perf -g 8 -b 8 -e 64M         all-to-all, nccl-tests' alltoall_perf
   ruccl-perf -b 1M -e 8M -f 1 -i 1M                 a linear sweep
   ruccl-perf -b 4 -e 4 -n 2000 -A direct            one size, one algorithm, 2000 iterations
   ruccl-perf -A all -g 8 -b 4 -e 16M --json         every algorithm in turn at every size
-  ruccl-perf -d all -o all -b 4 -e 4M -f 64 --json  every type and operation, one JSON document
+  ruccl-perf -d all -o all -b 4 -e 64K -f 64 --json every type and operation, one JSON document
   ruccl-perf --backend cuda -b 1K -e 256M           on GPUs (build with --features cuda)
   ruccl-perf run -g 4 -n 6 --fault exchange:step=2:gen=3:panic
-  ruccl-perf run --collective all-gather -n 1000000 --trace trace.json   (open it in ui.perfetto.dev)";
+  ruccl-perf run --collective all-gather -n 10000 --trace trace.json   (open it in ui.perfetto.dev)";
 
 /// `ruccl-perf [OPTIONS]` (an all-reduce sweep) or `ruccl-perf <COMMAND>`.
 #[derive(Clone, Debug, Parser)]
@@ -107,6 +108,22 @@ pub enum Command {
         after_help = EXIT_CODES
     )]
     BroadcastPerf(PerfArgs),
+    /// Sweep message sizes like nccl-tests' reduce_perf (-r picks the root, or all).
+    #[command(name = "reduce-perf", visible_alias = "reduce_perf", after_help = EXIT_CODES)]
+    ReducePerf(PerfArgs),
+    /// Sweep message sizes like nccl-tests' gather_perf (-r picks the root, or all).
+    #[command(name = "gather-perf", visible_alias = "gather_perf", after_help = EXIT_CODES)]
+    GatherPerf(PerfArgs),
+    /// Sweep message sizes like nccl-tests' scatter_perf (-r picks the root, or all).
+    #[command(name = "scatter-perf", visible_alias = "scatter_perf", after_help = EXIT_CODES)]
+    ScatterPerf(PerfArgs),
+    /// Sweep message sizes like nccl-tests' alltoall_perf.
+    #[command(
+        name = "alltoall-perf",
+        visible_aliases = ["alltoall_perf", "all-to-all-perf"],
+        after_help = EXIT_CODES
+    )]
+    AlltoallPerf(PerfArgs),
     /// Run generations of one collective, optionally under injected faults, one row per
     /// generation as it completes.
     #[command(after_help = format!("{FAULT_HELP}\n\n{EXIT_CODES}"))]
@@ -121,6 +138,10 @@ impl Command {
             Command::ReduceScatterPerf(args) => Some((&collectives::REDUCE_SCATTER, args)),
             Command::AllGatherPerf(args) => Some((&collectives::ALL_GATHER, args)),
             Command::BroadcastPerf(args) => Some((&collectives::BROADCAST, args)),
+            Command::ReducePerf(args) => Some((&collectives::REDUCE, args)),
+            Command::GatherPerf(args) => Some((&collectives::GATHER, args)),
+            Command::ScatterPerf(args) => Some((&collectives::SCATTER, args)),
+            Command::AlltoallPerf(args) => Some((&collectives::ALL_TO_ALL, args)),
             Command::Run(_) => None,
         }
     }

@@ -18,7 +18,7 @@ use crate::sweep::{
     json, sweep, table,
 };
 use crate::trace::TraceFile;
-use ruccl_core::{Algorithm, LinkModel, ReduceOperation};
+use ruccl_core::{Algorithm, Collective, LinkModel, ReduceOperation};
 use ruccl_sim::HostTensors;
 use std::io::Write;
 use std::sync::{Mutex, PoisonError};
@@ -47,7 +47,7 @@ pub fn sweep_configs(
     let average = Average::from_code(args.average)
         .ok_or_else(|| CliError::Usage(format!("-a {}: expected 0, 1, 2 or 3", args.average)))?;
     let timeout = seconds("--timeout", args.timeout_s)?;
-    let algorithms = runnable_algorithms(args, world);
+    let algorithms = runnable_algorithms(collective, args, world);
     let mut configs = Vec::new();
     for &element_type in &args.element_types.0 {
         for &operation in &operations {
@@ -95,20 +95,40 @@ fn every_algorithm(args: &PerfArgs) -> bool {
 
 /// The algorithms `args` asks for that `world` ranks can run: all of them, except that with
 /// `-A all` halving-doubling is left out of a world that is not a power of two.
-fn runnable_algorithms(args: &PerfArgs, world: usize) -> Vec<Algorithm> {
-    let skip = every_algorithm(args) && !world.is_power_of_two();
+fn runnable_algorithms(
+    collective: &PerfCollective,
+    args: &PerfArgs,
+    world: usize,
+) -> Vec<Algorithm> {
+    let every = every_algorithm(args);
+    let skip_hd = every && !world.is_power_of_two();
+    // All-to-all has a direct plan only (`Plan::new` refuses the others).
+    let direct_only = every && collective.kind == Collective::AllToAll;
     args.algorithms
         .0
         .iter()
         .copied()
-        .filter(|&algorithm| !(skip && algorithm == Algorithm::HalvingDoubling))
+        .filter(|&algorithm| !(skip_hd && algorithm == Algorithm::HalvingDoubling))
+        .filter(|&algorithm| {
+            !(direct_only && matches!(algorithm, Algorithm::Ring | Algorithm::HalvingDoubling))
+        })
         .collect()
 }
 
 /// A note for every algorithm `-A all` leaves out of this world.
-fn skipped_algorithms(args: &PerfArgs, world: usize) -> Option<String> {
-    (runnable_algorithms(args, world).len() < args.algorithms.0.len())
-        .then(|| format!("-A all: halving-doubling skipped, {world} ranks are not a power of two"))
+fn skipped_algorithms(
+    collective: &PerfCollective,
+    args: &PerfArgs,
+    world: usize,
+) -> Option<String> {
+    if runnable_algorithms(collective, args, world).len() == args.algorithms.0.len() {
+        return None;
+    }
+    Some(if collective.kind == Collective::AllToAll {
+        "-A all: ring and halving-doubling skipped, all-to-all has a direct plan only".to_owned()
+    } else {
+        format!("-A all: halving-doubling skipped, {world} ranks are not a power of two")
+    })
 }
 
 /// A note when sizes are rounded down — to whole elements, and for reduce-scatter and all-gather
@@ -122,7 +142,8 @@ fn rounding(configs: &[SweepConfig]) -> Option<String> {
             .chain([config.sizes.max])
             .find(|&size| config.setup(size).bytes != size)?;
         let setup = config.setup(rounded);
-        let blocks = if setup.counts.send == setup.counts.recv {
+        // Every collective but all-reduce, broadcast and reduce splits a size into W blocks.
+        let blocks = if config.collective().output_len(config.world, 1) == Some(1) {
             String::new()
         } else {
             format!(" in {} equal blocks", config.world)
@@ -170,7 +191,7 @@ pub(crate) fn fit_memory(
         let need = |config: &SweepConfig, bytes: usize| {
             let setup = config.setup(bytes);
             let input = setup.counts.send as u64 * config.element_type.size() as u64;
-            let batch = if setup.counts.send == setup.counts.recv {
+            let batch = if setup.counts.feeds_back() {
                 0
             } else {
                 (config.batch_bytes as u64).max(input)
@@ -254,7 +275,7 @@ impl OnDevice for Sweeps<'_> {
         let mut notes = fit_memory(&mut configs, &budget, devices.host_copies)?;
         notes.extend(rounding(&configs));
         notes.extend(ignored_flags(collective, args));
-        notes.extend(skipped_algorithms(args, devices.world));
+        notes.extend(skipped_algorithms(collective, args, devices.world));
         let model = places.out_of_place.link_model();
         let trace = match &args.output.trace {
             Some(path) => Some(

@@ -42,6 +42,7 @@ fn scenario_config(
         send: config.length,
         recv: output,
         param: config.length,
+        root_only: false,
     };
     let need = memory::estimate(counts, config.element_type.size(), world, copies, 0);
     let budget = Budget::new(args.memory_limit.map(|size| size.0 as u64));

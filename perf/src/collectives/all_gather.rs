@@ -18,5 +18,6 @@ fn counts(count: usize, world: usize) -> Counts {
         send: block,
         recv: block * world,
         param: block,
+        root_only: false,
     }
 }

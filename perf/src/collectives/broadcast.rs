@@ -17,5 +17,6 @@ fn counts(count: usize, _world: usize) -> Counts {
         send: count,
         recv: count,
         param: count,
+        root_only: false,
     }
 }

@@ -9,26 +9,47 @@
 //! | `reduce_scatter.rs` | reduce-scatter   | `(W-1)/W`    | `W·m` / `m`, `m = n/W`      |
 //! | `all_gather.rs`     | all-gather       | `(W-1)/W`    | `m` / `W·m`, `m = n/W`      |
 //! | `broadcast.rs`      | broadcast        | `1`          | `n` / `n`                   |
+//! | `reduce.rs`         | reduce           | `1`          | `n` / `n` at the root, else 0 |
+//! | `gather.rs`         | gather           | `(W-1)/W`    | `m` / `W·m` at the root, else 0 |
+//! | `scatter.rs`        | scatter          | `(W-1)/W`    | `W·m` / `m`, `m = n/W`      |
+//! | `all_to_all.rs`     | all-to-all       | `(W-1)/W`    | `W·m` / `W·m`, `m = n/W`    |
 //!
 //! `n` is the requested size in elements (nccl-tests' `-b`/`-e`), rounded down as nccl-tests
 //! rounds it. The bus factors are the core's ([`Collective::bus_factor`]).
 
 mod all_gather;
 mod all_reduce;
+mod all_to_all;
 mod broadcast;
+mod gather;
+mod reduce;
 mod reduce_scatter;
+mod scatter;
 
 pub use all_gather::ALL_GATHER;
 pub use all_reduce::ALL_REDUCE;
+pub use all_to_all::ALL_TO_ALL;
 pub use broadcast::BROADCAST;
+pub use gather::GATHER;
+pub use reduce::REDUCE;
 pub use reduce_scatter::REDUCE_SCATTER;
+pub use scatter::SCATTER;
 
 use ruccl_core::{Collective, ReduceOperation};
 use std::fmt;
 use std::str::FromStr;
 
 /// Every collective the tools measure, in the order their subcommands are listed.
-pub const ALL: [&PerfCollective; 4] = [&ALL_REDUCE, &REDUCE_SCATTER, &ALL_GATHER, &BROADCAST];
+pub const ALL: [&PerfCollective; 8] = [
+    &ALL_REDUCE,
+    &REDUCE_SCATTER,
+    &ALL_GATHER,
+    &BROADCAST,
+    &REDUCE,
+    &GATHER,
+    &SCATTER,
+    &ALL_TO_ALL,
+];
 
 /// Per-rank element counts of one measurement, as nccl-tests' `getCollByteCount` makes them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -41,6 +62,24 @@ pub struct Counts {
     /// `paramcount`: the per-rank send count of an all-gather, the per-rank receive count of a
     /// reduce-scatter, `n` otherwise).
     pub param: usize,
+    /// Only the root receives `recv` elements; every other rank receives none (reduce, gather).
+    pub root_only: bool,
+}
+
+impl Counts {
+    /// Whether every rank's output can be fed back as its next input (same length everywhere).
+    pub fn feeds_back(&self) -> bool {
+        self.send == self.recv && !self.root_only
+    }
+
+    /// Elements rank `rank`'s output holds, with the root at `root`.
+    pub fn recv_at(&self, rank: usize, root: usize) -> usize {
+        if self.root_only && rank != root {
+            0
+        } else {
+            self.recv
+        }
+    }
 }
 
 /// One collective as the tools measure it: the plug-in each file fills in.
@@ -65,17 +104,12 @@ impl PerfCollective {
 
     /// Whether the collective has a root (takes `-r`).
     pub fn rooted(&self) -> bool {
-        matches!(self.kind, Collective::Broadcast { .. })
+        self.kind.root().is_some()
     }
 
     /// The collective with `operation` (reducing ones) and `root` (rooted ones).
     pub fn collective(&self, operation: ReduceOperation, root: usize) -> Collective {
-        match self.kind {
-            Collective::AllReduce(_) => Collective::AllReduce(operation),
-            Collective::ReduceScatter(_) => Collective::ReduceScatter(operation),
-            Collective::Broadcast { .. } => Collective::Broadcast { root },
-            other => other,
-        }
+        self.kind.with_operation(operation).with_root(root)
     }
 
     /// The collective `collective` is an instance of.
@@ -95,7 +129,7 @@ impl fmt::Display for PerfCollective {
 /// A name that is no collective.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "unknown collective `{0}`: expected all-reduce, reduce-scatter, all-gather or broadcast (nccl-tests' all_reduce etc. work too)"
+    "unknown collective `{0}`: expected all-reduce, reduce-scatter, all-gather, broadcast, reduce, gather, scatter or alltoall (nccl-tests' all_reduce etc. work too)"
 )]
 pub struct ParseCollectiveError(pub String);
 

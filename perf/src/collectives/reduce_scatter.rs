@@ -18,5 +18,6 @@ fn counts(count: usize, world: usize) -> Counts {
         send: block * world,
         recv: block,
         param: block,
+        root_only: false,
     }
 }

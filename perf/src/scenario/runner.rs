@@ -94,13 +94,21 @@ impl ScenarioConfig {
                 self.collective, self.length, self.world
             ));
         }
-        if let Collective::Broadcast { root } = self.collective {
+        if let Some(root) = self.collective.root() {
             if root >= self.world {
                 return Err(format!(
                     "the root (-r {root}) is outside the world of {} ranks",
                     self.world
                 ));
             }
+        }
+        if self.collective == Collective::AllToAll
+            && matches!(self.algorithm, Algorithm::Ring | Algorithm::HalvingDoubling)
+        {
+            return Err(format!(
+                "all-to-all has a direct plan only, not {} (-A direct or auto)",
+                self.algorithm
+            ));
         }
         if self.algorithm == Algorithm::HalvingDoubling && !self.world.is_power_of_two() {
             return Err(format!(

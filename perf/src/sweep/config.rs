@@ -286,6 +286,14 @@ impl SweepConfig {
                 self.root, self.world
             ));
         }
+        if self.collective.kind == Collective::AllToAll
+            && matches!(self.algorithm, Algorithm::Ring | Algorithm::HalvingDoubling)
+        {
+            return Err(format!(
+                "all-to-all has a direct plan only, not {} (-A direct or auto)",
+                self.algorithm
+            ));
+        }
         if self.algorithm == Algorithm::HalvingDoubling && !self.world.is_power_of_two() {
             return Err(format!(
                 "halving-doubling (-A) needs a power-of-two number of ranks, not {}",

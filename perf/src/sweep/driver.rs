@@ -432,7 +432,7 @@ impl<D: HostTensors> Shared<'_, D> {
             setup.counts.send,
             TIMED_SEED,
         );
-        if setup.counts.recv == setup.counts.send {
+        if setup.counts.feeds_back() {
             let mut tensor = self.upload(rank, setup, place, &values)?;
             for _ in 0..config.warmup {
                 tensor = self.collective(rank, config, setup, place, tensor, generation)?;
@@ -477,7 +477,7 @@ impl<D: HostTensors> Shared<'_, D> {
             (Some(ledger), 0) => Some(ledger.pause()),
             _ => None,
         };
-        let elapsed = if setup.counts.recv == setup.counts.send {
+        let elapsed = if setup.counts.feeds_back() {
             drop(values);
             self.gate(rank, setup)?;
             let start = Instant::now();
