@@ -248,7 +248,7 @@ fn local_copies_read_the_state_before_the_step() {
         input_len: 2,
         buffer_len: 2,
         placements: vec![0],
-        outputs: vec![0..2],
+        outputs: std::iter::once(0..2).collect(),
         steps,
     };
     assert!(Plan::from_parts(parts(vec![swap.clone(), swap.clone()])).is_ok());

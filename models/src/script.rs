@@ -194,23 +194,18 @@ impl Script {
         };
         match slip {
             Slip::Operation => self.edit(generation, rank, |call| {
-                call.collective = match call.collective {
-                    Collective::AllReduce(operation) => Collective::AllReduce(next(operation)),
-                    Collective::ReduceScatter(operation) => {
-                        Collective::ReduceScatter(next(operation))
-                    }
-                    other => other_kind(other),
+                call.collective = match call.collective.operation() {
+                    Some(operation) => call.collective.with_operation(next(operation)),
+                    None => other_kind(call.collective),
                 }
             }),
             Slip::Kind => self.edit(generation, rank, |call| {
                 call.collective = other_kind(call.collective);
             }),
             Slip::Root => self.edit(generation, rank, |call| {
-                call.collective = match call.collective {
-                    Collective::Broadcast { root } => Collective::Broadcast {
-                        root: (root + 1) % world.max(2),
-                    },
-                    other => other_kind(other),
+                call.collective = match call.collective.root() {
+                    Some(root) => call.collective.with_root((root + 1) % world.max(2)),
+                    None => other_kind(call.collective),
                 }
             }),
             Slip::Algorithm => self.edit(generation, rank, |call| {
@@ -318,25 +313,37 @@ fn next(operation: ReduceOperation) -> ReduceOperation {
 /// runs a seeded generator.
 pub type Draw<'a> = &'a mut dyn FnMut(usize) -> usize;
 
-/// A random valid call for `world` ranks in `generation`: any collective (a broadcast root in the
-/// world, a reduce-scatter length divisible by it), any algorithm that can run on the world
-/// (halving-doubling only on a power of two), up to `2W + 1` elements (so `n < W` and `n = 0`
-/// come up).
+/// A random valid call for `world` ranks in `generation`: any of the eight collectives (a root
+/// in the world, a reduce-scatter, scatter or all-to-all length divisible by it), any algorithm
+/// that can run it on the world (halving-doubling only on a power of two, all-to-all direct or
+/// auto), up to `2W + 1` elements (so `n < W` and `n = 0` come up).
 pub fn random_call(draw: Draw<'_>, world: usize) -> Call {
     let operation = ReduceOperation::ALL[draw(ReduceOperation::ALL.len())];
-    let collective = match draw(4) {
+    let collective = match draw(8) {
         0 => Collective::AllReduce(operation),
         1 => Collective::ReduceScatter(operation),
         2 => Collective::AllGather,
-        _ => Collective::Broadcast { root: draw(world) },
+        3 => Collective::Broadcast { root: draw(world) },
+        4 => Collective::Reduce {
+            op: operation,
+            root: draw(world),
+        },
+        5 => Collective::Gather { root: draw(world) },
+        6 => Collective::Scatter { root: draw(world) },
+        _ => Collective::AllToAll,
     };
-    let mut algorithms = vec![Algorithm::Auto, Algorithm::Ring, Algorithm::Direct];
-    if world.is_power_of_two() {
-        algorithms.push(Algorithm::HalvingDoubling);
+    let mut algorithms = vec![Algorithm::Auto, Algorithm::Direct];
+    if collective != Collective::AllToAll {
+        algorithms.push(Algorithm::Ring);
+        if world.is_power_of_two() {
+            algorithms.push(Algorithm::HalvingDoubling);
+        }
     }
     let algorithm = algorithms[draw(algorithms.len())];
     let length = match collective {
-        Collective::ReduceScatter(_) => world * draw(3),
+        Collective::ReduceScatter(_) | Collective::Scatter { .. } | Collective::AllToAll => {
+            world * draw(3)
+        }
         _ => draw(2 * world + 2),
     };
     Call::new(collective, length).via(algorithm)

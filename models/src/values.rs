@@ -54,7 +54,8 @@ pub fn reduction(
 /// What every rank receives from `collective` over `world` ranks' inputs of `generation`, each
 /// `length` elements long, in rank order — the contract of DESIGN.md, computed sequentially:
 /// all-reduce, the reduction; reduce-scatter, block `r` of it; all-gather, every input in rank
-/// order; broadcast, the root's input. A collective that cannot run on these inputs (a root
+/// order; broadcast, the root's input; reduce and gather, those at the root and nothing
+/// elsewhere; scatter, block `r` of the root's input; all-to-all, block `r` of every input. A collective that cannot run on these inputs (a root
 /// outside the world, a length not divisible by the world) has no outputs: empty.
 pub fn outputs(
     collective: Collective,
@@ -84,6 +85,53 @@ pub fn outputs(
         }
         Collective::Broadcast { root } if root < world => {
             vec![input(root, generation, length); world]
+        }
+        Collective::Reduce { op, root } if root < world => {
+            let reduced = reduction(op, world, generation, length);
+            (0..world)
+                .map(|rank| {
+                    if rank == root {
+                        reduced.clone()
+                    } else {
+                        Vec::new()
+                    }
+                })
+                .collect()
+        }
+        Collective::Gather { root } if root < world => {
+            let gathered: Vec<i64> = (0..world)
+                .flat_map(|rank| input(rank, generation, length))
+                .collect();
+            (0..world)
+                .map(|rank| {
+                    if rank == root {
+                        gathered.clone()
+                    } else {
+                        Vec::new()
+                    }
+                })
+                .collect()
+        }
+        Collective::Scatter { root } if root < world && length % world == 0 => {
+            let whole = input(root, generation, length);
+            let block = length / world;
+            (0..world)
+                .map(|rank| whole[rank * block..(rank + 1) * block].to_vec())
+                .collect()
+        }
+        Collective::AllToAll if world > 0 && length % world == 0 => {
+            let block = length / world;
+            let inputs: Vec<Vec<i64>> = (0..world)
+                .map(|rank| input(rank, generation, length))
+                .collect();
+            (0..world)
+                .map(|rank| {
+                    inputs
+                        .iter()
+                        .flat_map(|values| values[rank * block..(rank + 1) * block].to_vec())
+                        .collect()
+                })
+                .collect()
         }
         _ => Vec::new(),
     }

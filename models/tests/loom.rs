@@ -160,6 +160,20 @@ fn broadcast_2x3_every_interleaving() {
     });
 }
 
+/// Agreement, reuse, failure delivery (a root mismatch), no hang, resources — contract v3's
+/// reduce to one root, W = 2 × G = 3, every interleaving.
+#[test]
+fn reduce_2x3_every_interleaving() {
+    let collective = Collective::Reduce {
+        op: ReduceOperation::Sum,
+        root: 1,
+    };
+    let script = slipped(2, 3, collective, 3, Slip::Root);
+    explore("reduce W=2 G=3", exhaustive(), move || {
+        scenario::run_script(script.clone());
+    });
+}
+
 /// Failure delivery (a panic in the second exchange step), agreement, reuse, no hang or poison,
 /// resources: W = 2 × G = 3, every interleaving.
 #[test]

@@ -118,7 +118,7 @@ fn every_site_then_clean(world: usize, run: impl Fn(&str, Box<dyn Fn() + Send + 
     use ruccl_models::script::Call;
     let script = Script::uniform(world, 3, |generation| match generation {
         0 => Call::new(Collective::AllReduce(ReduceOperation::Sum), world + 1).via(Algorithm::Ring),
-        1 => Call::new(Collective::AllGather, 2),
+        1 => Call::new(Collective::AllToAll, 2 * world),
         _ => Call::new(Collective::ReduceScatter(ReduceOperation::Min), 2 * world),
     });
     let steps = 2 * (world - 1);

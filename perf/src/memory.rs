@@ -156,6 +156,7 @@ mod tests {
             send: n,
             recv: n,
             param: n,
+            root_only: false,
         };
         let small = estimate(counts(1 << 20), 4, 4, SIM_COPIES, 0);
         assert!(small >= 4 * 5 * (4 << 20));

@@ -12,7 +12,6 @@ use ruccl_core::{
     ReduceOperation, TensorInfo,
 };
 use std::convert::Infallible;
-use std::mem::discriminant;
 
 /// One generation of calls, as the predictor sees it.
 #[derive(Clone, Copy, Debug)]
@@ -225,8 +224,10 @@ fn mismatch(calls: &GenerationCalls<'_>) -> Option<NativeCollectiveError> {
     if calls.requests.iter().all(|request| *request == first) {
         return None;
     }
+    // The same request in all but the operation (a different root is a collective mismatch).
+    let erased = |collective: &Collective| collective.with_operation(ReduceOperation::Sum);
     let same_kind = calls.requests.iter().all(|(collective, algorithm)| {
-        discriminant(collective) == discriminant(&first.0) && *algorithm == first.1
+        erased(collective) == erased(&first.0) && *algorithm == first.1
     });
     if same_kind && first.0.operation().is_some() {
         return Some(NativeCollectiveError::ReductionMismatch {
