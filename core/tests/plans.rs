@@ -8,7 +8,7 @@
 use proptest::prelude::*;
 use ruccl_core::{
     Algorithm, Collective, ElementType, LinkModel, Links, NativeCollectiveError, Plan, PlanParts,
-    ReduceOperation, ScheduleViolation, Step, TensorInfo, Transfer, verify,
+    ReduceOperation, ScheduleViolation, Step, StepViolation, TensorInfo, Transfer, verify,
 };
 
 const SUM: ReduceOperation = ReduceOperation::Sum;
@@ -184,7 +184,11 @@ fn an_all_to_all_block_landing_one_element_off_is_refused() {
     assert!(
         matches!(
             violation,
-            ScheduleViolation::WrongContents { .. } | ScheduleViolation::DoubleWrite { .. }
+            ScheduleViolation::WrongContents { .. }
+                | ScheduleViolation::BrokenStep {
+                    violation: StepViolation::DoubleWrite { .. },
+                    ..
+                }
         ),
         "{violation}"
     );
@@ -702,10 +706,9 @@ fn a_transfer_outside_the_buffers_is_refused_before_it_runs() {
     assert!(
         matches!(
             violation,
-            ScheduleViolation::TransferOutOfBounds {
+            ScheduleViolation::BrokenStep {
                 step: 0,
-                end: 5,
-                ..
+                violation: StepViolation::OutOfBounds { end: 5, .. },
             }
         ),
         "{violation}"
@@ -722,12 +725,14 @@ fn two_writers_of_one_element_in_an_overwriting_step_are_refused() {
     let violation = refused(parts);
     assert_eq!(
         violation,
-        ScheduleViolation::DoubleWrite {
+        ScheduleViolation::BrokenStep {
             step: 0,
-            rank: 1,
-            element: 0,
-            first: 0,
-            second: 2
+            violation: StepViolation::DoubleWrite {
+                rank: 1,
+                element: 0,
+                first: 0,
+                second: 2
+            }
         }
     );
 }

@@ -159,26 +159,10 @@ fn binomial_gather(
     absolute: impl Fn(usize) -> usize,
     piece: impl Fn(usize) -> Range<usize>,
 ) -> Vec<Step> {
-    let mut steps = Vec::new();
-    let mut distance = 1;
-    while distance < world {
-        steps.extend(Step::of(
-            false,
-            (distance..world)
-                .step_by(2 * distance)
-                .flat_map(|rank| {
-                    merged((rank..rank + distance).map(&piece))
-                        .into_iter()
-                        .map(|range| {
-                            Transfer::new(absolute(rank), absolute(rank - distance), range)
-                        })
-                        .collect::<Vec<_>>()
-                })
-                .collect::<Vec<_>>(),
-        ));
-        distance *= 2;
-    }
-    steps
+    let distances = std::iter::successors(Some(1), |d| Some(d * 2)).take_while(|&d| d < world);
+    distances
+        .filter_map(|d| binomial_step(world, d, |v| (v + d, v), &absolute, &piece))
+        .collect()
 }
 
 /// A binomial scatter from relative rank 0: for `d = W/2 … 1`, every multiple `v` of `2d` sends
@@ -188,26 +172,30 @@ fn binomial_scatter(
     absolute: impl Fn(usize) -> usize,
     piece: impl Fn(usize) -> Range<usize>,
 ) -> Vec<Step> {
-    let mut steps = Vec::new();
-    let mut distance = world / 2;
-    while distance >= 1 {
-        steps.extend(Step::of(
-            false,
-            (0..world)
-                .step_by(2 * distance)
-                .flat_map(|rank| {
-                    merged((rank + distance..rank + 2 * distance).map(&piece))
-                        .into_iter()
-                        .map(|range| {
-                            Transfer::new(absolute(rank), absolute(rank + distance), range)
-                        })
-                        .collect::<Vec<_>>()
-                })
-                .collect::<Vec<_>>(),
-        ));
-        distance /= 2;
-    }
-    steps
+    let distances = std::iter::successors(Some(world / 2), |d| Some(d / 2)).take_while(|&d| d >= 1);
+    distances
+        .filter_map(|d| binomial_step(world, d, |v| (v, v + d), &absolute, &piece))
+        .collect()
+}
+
+/// One overwriting step at distance `d`: for every multiple `v` of `2d`, `ends(v)` names the
+/// relative `(sender, receiver)`, and the pieces of ranks `v+d .. v+2d` move between them.
+fn binomial_step(
+    world: usize,
+    d: usize,
+    ends: impl Fn(usize) -> (usize, usize),
+    absolute: &impl Fn(usize) -> usize,
+    piece: &impl Fn(usize) -> Range<usize>,
+) -> Option<Step> {
+    Step::of(
+        false,
+        (0..world).step_by(2 * d).flat_map(|v| {
+            let (from, to) = ends(v);
+            merged((v + d..v + 2 * d).map(piece))
+                .into_iter()
+                .map(move |range| Transfer::new(absolute(from), absolute(to), range))
+        }),
+    )
 }
 
 /// `ranges` with every range that starts where the previous one ends joined to it.

@@ -30,7 +30,7 @@
 
 mod symbolic;
 
-use crate::{Collective, Plan};
+use crate::{Collective, Plan, StepViolation};
 use std::fmt;
 use symbolic::Symbolic;
 
@@ -105,39 +105,16 @@ pub enum ScheduleViolation {
         /// The buffer length.
         buffer_len: usize,
     },
-    /// A transfer names a rank outside the world.
-    #[error("step {step}, transfer {transfer}: rank {rank} is outside the world of {world} ranks")]
-    NoSuchRank {
+    /// A step breaks one of the rules every device checks ([`Step::check`](crate::Step::check)):
+    /// a rank outside the world, a range outside the buffers, an element overwritten twice, a
+    /// sender folded into an element twice.
+    #[error("step {step}: {violation}")]
+    BrokenStep {
         /// The step.
         step: usize,
-        /// The transfer's index in the step.
-        transfer: usize,
-        /// The rank named.
-        rank: usize,
-        /// The plan's world.
-        world: usize,
-    },
-    /// A transfer's range is inverted, or its source or target leaves the buffers.
-    #[error(
-        "step {step}, transfer {transfer} (rank {from} to rank {to}): elements {start}..{end} landing at {at} are not ranges inside the buffers of {buffer_len} elements"
-    )]
-    TransferOutOfBounds {
-        /// The step.
-        step: usize,
-        /// The transfer's index in the step.
-        transfer: usize,
-        /// The sender.
-        from: usize,
-        /// The receiver.
-        to: usize,
-        /// The range's start.
-        start: usize,
-        /// The range's end.
-        end: usize,
-        /// Where the range lands on the receiver.
-        at: usize,
-        /// The buffer length.
-        buffer_len: usize,
+        /// The rule it breaks, and where.
+        #[source]
+        violation: StepViolation,
     },
     /// An element is sent, or combined into, before any value was placed or written there.
     #[error("step {step}: rank {rank} element {element} is read before it holds a value")]
@@ -148,36 +125,6 @@ pub enum ScheduleViolation {
         rank: usize,
         /// The element (buffer index).
         element: usize,
-    },
-    /// Two transfers of one overwriting step write the same element.
-    #[error(
-        "step {step}: rank {rank} element {element} is overwritten twice in one step, by rank {first} and rank {second}"
-    )]
-    DoubleWrite {
-        /// The step.
-        step: usize,
-        /// The receiving rank.
-        rank: usize,
-        /// The element (buffer index).
-        element: usize,
-        /// One sender.
-        first: usize,
-        /// The other sender.
-        second: usize,
-    },
-    /// One sender's value reaches the same element twice in one combining step.
-    #[error(
-        "step {step}: rank {rank} element {element} receives rank {from}'s value twice in one combining step"
-    )]
-    DuplicateSource {
-        /// The step.
-        step: usize,
-        /// The receiving rank.
-        rank: usize,
-        /// The element (buffer index).
-        element: usize,
-        /// The sender.
-        from: usize,
     },
     /// An output element holds something other than what the collective defines.
     #[error("rank {rank} output element {element} ({}): {problem}", LastWrite(*.step))]

@@ -160,19 +160,23 @@ impl Symbolic {
                     };
                     touched.push(at);
                 } else if !step.combine {
-                    return Err(ScheduleViolation::DoubleWrite {
+                    return Err(ScheduleViolation::BrokenStep {
                         step: index,
-                        rank: to,
-                        element,
-                        first: arrival.from,
-                        second: from,
+                        violation: StepViolation::DoubleWrite {
+                            rank: to,
+                            element,
+                            first: arrival.from,
+                            second: from,
+                        },
                     });
                 } else if arrival.from == from {
-                    return Err(ScheduleViolation::DuplicateSource {
+                    return Err(ScheduleViolation::BrokenStep {
                         step: index,
-                        rank: to,
-                        element,
-                        from,
+                        violation: StepViolation::DuplicateSource {
+                            rank: to,
+                            element,
+                            from,
+                        },
                     });
                 }
                 let pending = self.arrivals[at];
@@ -213,57 +217,9 @@ impl Symbolic {
     /// The rules every device checks ([`Step::check`]), as a violation of step `index`.
     fn check_rules(&self, index: usize, step: &Step) -> Result<(), ScheduleViolation> {
         step.check(self.world, self.buffer_len)
-            .map_err(|violation| match violation {
-                StepViolation::NoSuchRank {
-                    transfer,
-                    rank,
-                    world,
-                } => ScheduleViolation::NoSuchRank {
-                    step: index,
-                    transfer,
-                    rank,
-                    world,
-                },
-                StepViolation::DoubleWrite {
-                    rank,
-                    element,
-                    first,
-                    second,
-                } => ScheduleViolation::DoubleWrite {
-                    step: index,
-                    rank,
-                    element,
-                    first,
-                    second,
-                },
-                StepViolation::DuplicateSource {
-                    rank,
-                    element,
-                    from,
-                } => ScheduleViolation::DuplicateSource {
-                    step: index,
-                    rank,
-                    element,
-                    from,
-                },
-                StepViolation::OutOfBounds {
-                    transfer,
-                    from,
-                    to,
-                    start,
-                    end,
-                    at,
-                    buffer_len,
-                } => ScheduleViolation::TransferOutOfBounds {
-                    step: index,
-                    transfer,
-                    from,
-                    to,
-                    start,
-                    end,
-                    at,
-                    buffer_len,
-                },
+            .map_err(|violation| ScheduleViolation::BrokenStep {
+                step: index,
+                violation,
             })
     }
 
