@@ -16,7 +16,7 @@ use cudarc::driver::sys::CUresult;
 use cudarc::driver::{DriverError, result};
 use ruccl_core::{
     Algorithm, Collective, DeviceId, NativeCollectiveDevice, NativeCommunicator, Plan,
-    ReduceOperation, Step, Transfer,
+    ReduceOperation, Step, StepViolation, Transfer,
 };
 use ruccl_cuda::kernels::{
     EMBEDDED_PTX, FOLD_MAX, nvrtc_available, nvrtc_library, nvrtc_version, ptx_isa_version,
@@ -658,21 +658,38 @@ fn contract_violations_are_typed_errors_and_leave_the_device_usable() {
     let transfer = |from, to, range| Transfer::new(from, to, range);
     assert!(matches!(
         device.exchange(&mut work, &step(true, vec![transfer(0, 3, 0..1)])),
-        Err(CudaError::TransferRanks { .. })
+        Err(CudaError::Step(StepViolation::NoSuchRank { rank: 3, .. }))
     ));
     assert!(matches!(
         device.exchange(&mut work, &step(true, vec![transfer(0, 1, 2..5)])),
-        Err(CudaError::TransferOutOfBounds { transfer: 0, .. })
+        Err(CudaError::Step(StepViolation::OutOfBounds {
+            transfer: 0,
+            ..
+        }))
+    ));
+    let shifted_past_the_end = Transfer {
+        from: 1,
+        to: 1,
+        range: 0..2,
+        at: 3,
+    };
+    assert!(matches!(
+        device.exchange(&mut work, &step(false, vec![shifted_past_the_end])),
+        Err(CudaError::Step(StepViolation::OutOfBounds {
+            transfer: 0,
+            ..
+        }))
     ));
     assert!(matches!(
         device.exchange(
             &mut work,
             &step(false, vec![transfer(0, 2, 0..3), transfer(1, 2, 2..4)])
         ),
-        Err(CudaError::DoubleWrite {
+        Err(CudaError::Step(StepViolation::DoubleWrite {
             rank: 2,
-            element: 2
-        })
+            element: 2,
+            ..
+        }))
     ));
     let wrong = Plan::new(Collective::AllGather, Algorithm::Ring, 3, 4).unwrap();
     assert!(matches!(
