@@ -9,6 +9,8 @@
 #   gpu-check.sh dry-run   here, without a GPU: the same flow on this checkout's debug test
 #                          binaries (built by `cargo test` if needed); every hardware step is
 #                          reported as skipped, the summary is printed, exit 0. CI runs this.
+#   gpu-check.sh sweeps PERF   (what the perf-collectives step runs) a short checked sweep of
+#                          every collective with the ruccl-perf at PERF, one `SWEEP:` line each
 #
 # The GPU machine of this project has the NVIDIA driver, nvcc and python3 with PyTorch, but no
 # Rust toolchain, so the binaries are built here and carried there (the device tool's `carry`:
@@ -19,19 +21,26 @@
 # room for the summary); a step the deadline leaves no time for is reported `skipped (deadline)`:
 #   probe          the topology: GPUs, the context each logical rank got, peer access, NVRTC
 #   unit           the crate's own tests (PTX/source checks, step layouts, cache, probe, tables)
-#   hardware       every collective x algorithm x type x operation exact on every map, bitwise
-#                  agreement across ranks and with the simulated device (rounding floats,
-#                  wrapping integers), chained folds, staged
-#                  steps, generations chained on the device, the cache's steady state (no
-#                  allocation), validation, contexts, the caller's context, deferred errors,
-#                  peer access, NVRTC
-#   conformance    the sim crate's conformance suite: logical ranks on each GPU with separate
-#                  contexts and with the shared primary context; across GPUs too
+#   hardware       every collective (all-reduce, reduce-scatter, all-gather, broadcast, reduce,
+#                  gather, scatter, all-to-all) x algorithm x type x operation exact on every
+#                  map, bitwise agreement across ranks and with the simulated device (rounding
+#                  floats, wrapping integers), chained folds (all-reduce and reduce), staged
+#                  steps, transfers that land elsewhere and local copies and folds (against the
+#                  simulated device), generations chained on the device, the cache's steady
+#                  state (no allocation; reduce and all-to-all too), validation, contexts, the
+#                  caller's context, deferred errors, peer access, NVRTC
+#   conformance    the sim crate's conformance suite (every collective it covers): logical ranks
+#                  on each GPU with separate contexts and with the shared primary context;
+#                  across GPUs too
 #   faults         the sim crate's fault decorator around the executor, every fault site, ring and
 #                  direct
 #   copy-bandwidth each GPU's own device-to-device copy bandwidth (the perf tables' baseline)
 #   perf           ruccl-perf --backend cuda: nccl-tests-style sweep (float sum, 1 KiB .. 256 MiB),
 #                  out-of-place and in-place column groups from one run
+#   perf-collectives every collective's sweep (all-reduce-perf, reduce-scatter-perf,
+#                  all-gather-perf, broadcast-perf, reduce-perf, gather-perf, scatter-perf,
+#                  alltoall-perf) at 2, 4 and 8 ranks, 4 B .. 64 MiB, checked (`#wrong` 0, exit
+#                  0); a sweep this ruccl-perf lacks fails the step
 #   nvcc-compile   the kernel source compiled by nvcc for compute_90 ...
 #   nvcc-kernels   ... and the hardware test's main case re-run on that PTX
 #   perf-all-types a short all-types/all-ops correctness sweep (with >= 2 GPUs, the NCCL baseline)
@@ -78,6 +87,41 @@ test_binaries() {
             [[ "$path" == /* ]] || path=$workspace/$path
             echo "$name $path"
         done
+}
+
+# The sweep of every collective (nccl-tests' names), and the worlds perf-collectives runs them at.
+collective_sweeps=(all-reduce-perf reduce-scatter-perf all-gather-perf broadcast-perf
+    reduce-perf gather-perf scatter-perf alltoall-perf)
+sweep_worlds=(2 4 8)
+
+# sweeps PERF: a short checked sweep of every collective on the CUDA backend at each of
+# sweep_worlds (float, 4 B .. 64 MiB, out of place and in place), each followed by one line
+# `SWEEP: NAME -g W: ok (peak busbw B GB/s)`, `FAILED (exit N)` or `not in this ruccl-perf`.
+# Fails if any sweep failed or is missing.
+sweeps() {
+    local perf=$1 name world rc failed=0 commands output peak
+    commands=$("$perf" help 2>&1)
+    for name in "${collective_sweeps[@]}"; do
+        if ! grep -qE "^ +$name( |$)" <<<"$commands"; then
+            echo "SWEEP: $name: not in this ruccl-perf"
+            failed=1
+            continue
+        fi
+        for world in "${sweep_worlds[@]}"; do
+            output=$("$perf" "$name" --backend cuda --require-gpu -g "$world" -b 4 -e 64M -f 16 \
+                -n 2 -w 1 2>&1)
+            rc=$?
+            printf '%s\n' "$output"
+            if ((rc == 0)); then
+                peak=$(peak_busbw /dev/stdin <<<"$output")
+                echo "SWEEP: $name -g $world: ok (peak busbw ${peak:-?} GB/s)"
+            else
+                echo "SWEEP: $name -g $world: FAILED (exit $rc)"
+                failed=1
+            fi
+        done
+    done
+    return "$failed"
 }
 
 build() {
@@ -256,6 +300,9 @@ summary() {
     else
         echo "topology: not probed"
     fi
+    if [[ -f "$log_dir/hardware.log" ]] && grep -q 'COLLECTIVES: ' "$log_dir/hardware.log"; then
+        grep -o 'COLLECTIVES: .*' "$log_dir/hardware.log" | head -n1 | sed 's/^COLLECTIVES: /collectives run: /'
+    fi
     printf '%-17s %-28s %5s %7s %7s %8s %6s %8s\n' step status time passed failed ignored skips allowed
     for i in "${!step_names[@]}"; do
         name=${step_names[$i]} status=${step_statuses[$i]}
@@ -279,6 +326,9 @@ summary() {
         grep -o 'BANDWIDTH: .*' "$log_dir/copy-bandwidth.log" | sed 's/^BANDWIDTH: /copy bandwidth: /'
         copy=$(grep -o 'BANDWIDTH: GPU 0: .* [0-9.]* GB/s' "$log_dir/copy-bandwidth.log" | head -n1 |
             sed -E 's/.* ([0-9.]+) GB\/s$/\1/')
+    fi
+    if [[ -f "$log_dir/perf-collectives.log" ]]; then
+        grep -o 'SWEEP: .*' "$log_dir/perf-collectives.log" | sed 's/^SWEEP: /sweep: /'
     fi
     if [[ -f "$log_dir/perf.log" ]] && grep -qE '^ +[0-9]+ ' "$log_dir/perf.log"; then
         echo "perf (float sum; out-of-place and in-place groups):"
@@ -497,6 +547,7 @@ check() {
         --test-threads=1
     local sweep=(--backend cuda --require-gpu -b 1K -e 256M -f 4 -n 20 -w 5)
     hardware_step perf 90 "${binary[ruccl-perf]}" "${sweep[@]}"
+    hardware_step perf-collectives 120 bash "$here/gpu-check.sh" sweeps "${binary[ruccl-perf]}"
     local source=$log_dir/ruccl_kernels.cu ptx=$log_dir/ruccl_kernels.nvcc.ptx
     if [[ $mode == dry-run ]] || command -v nvcc >/dev/null; then
         cat "$here/kernels/common.cuh" "$here/kernels/fold.cu" "$here/kernels/mean.cu" >"$source" 2>/dev/null ||
@@ -524,8 +575,9 @@ case "${1:-}" in
 build) build ;;
 run) check hardware ;;
 dry-run) check dry-run ;;
+sweeps) sweeps "${2:?usage: $0 sweeps PERF}" ;;
 *)
-    echo "usage: $0 build|run|dry-run" >&2
+    echo "usage: $0 build|run|dry-run|sweeps PERF" >&2
     exit 2
     ;;
 esac

@@ -5,7 +5,7 @@
 //! | `prepare`  | checks the tensor's device; captures its producer stream if it is not `S_r`       |
 //! | `describe` | the tensor's length and element type                                               |
 //! | `begin`    | checks everything first; then per rank: the working buffer — the input itself (in place) or one from the pool holding the input at its placement (one copy) —, scratch and staging sized for the plan's largest step, two events |
-//! | `exchange` | staging copies, a peer copy per transfer, a fold per (receiver, segment) (`exchange.rs`) |
+//! | `exchange` | staging copies, a copy per transfer (peer or local), a fold per (receiver, segment) (`exchange.rs`) |
 //! | `finish`   | the Mean division on each output range; output copies where a rank's output is part of its buffer; completes every `S_r` and checks for asynchronous errors; the outputs, in rank order |
 //!
 //! Device memory comes from each logical device's pool and goes back to it (`cache.rs`): from

@@ -10,7 +10,7 @@
 use crate::mapping::DeviceMapError;
 use cudarc::driver::DriverError;
 use cudarc::driver::sys::CUresult;
-use ruccl_core::{DeviceId, ElementType, ReduceOperation};
+use ruccl_core::{DeviceId, ElementType, ReduceOperation, StepViolation};
 use std::ops::Range;
 
 /// A failure of the CUDA executor.
@@ -217,51 +217,11 @@ pub enum CudaError {
         buffer_len: usize,
     },
 
-    /// A transfer names a rank outside the world, or the same rank at both ends.
-    #[error(
-        "transfer {transfer} of the step goes from rank {from} to rank {to} in a world of {world}"
-    )]
-    TransferRanks {
-        /// The transfer's index in the step.
-        transfer: usize,
-        /// Its sender.
-        from: usize,
-        /// Its receiver.
-        to: usize,
-        /// The world size.
-        world: usize,
-    },
-
-    /// A transfer's range reaches outside the working buffers, or is reversed.
-    #[error("transfer {transfer}'s range {range:?} is not within 0..{buffer_len}")]
-    TransferOutOfBounds {
-        /// The transfer's index in the step.
-        transfer: usize,
-        /// Its range.
-        range: Range<usize>,
-        /// The buffers' length in elements.
-        buffer_len: usize,
-    },
-
-    /// Two transfers of an overwriting step write the same element.
-    #[error("an overwriting step writes element {element} of rank {rank} twice")]
-    DoubleWrite {
-        /// The receiving rank.
-        rank: usize,
-        /// The first element written twice.
-        element: usize,
-    },
-
-    /// Two transfers of a combining step bring one sender's value to the same element.
-    #[error("a combining step brings rank {from}'s element {element} to rank {rank} twice")]
-    DuplicateSource {
-        /// The receiving rank.
-        rank: usize,
-        /// The first element reached twice.
-        element: usize,
-        /// The sender.
-        from: usize,
-    },
+    /// A step breaks one of the contract's rules for a step: a rank outside the world, a range
+    /// outside the buffers, an element overwritten twice or reached twice by one sender (the
+    /// core's statement of them, [`Step::check`](ruccl_core::Step::check)).
+    #[error(transparent)]
+    Step(#[from] StepViolation),
 
     /// A fold kernel launch was given no sources, or more than it takes (a defect in this crate,
     /// reported instead of folding fewer values).

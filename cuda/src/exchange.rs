@@ -1,42 +1,50 @@
-//! One step of a plan on the GPUs: staging copies, a peer copy per transfer, one fold per
-//! (receiver, segment). All ordering is by events between the ranks' streams; nothing waits on
-//! the host.
+//! One step of a plan on the GPUs: staging copies, a copy per transfer (a peer copy, or a
+//! local one on the rank's own stream), one fold per (receiver, segment). All ordering is by
+//! events between the ranks' streams; nothing waits on the host.
 //!
 //! # Ordering of one step
-//! `schedule.rs` lays the step out ([`StepLayout`]); here it is queued in three phases, all of
-//! one phase (over every rank) before any of the next:
+//! `schedule.rs` lays the step out ([`StepQueue`], on the core's layout); here it is queued in
+//! three phases, all of one phase (over every rank) before any of the next:
 //!
 //! ```text
-//! A, every rank r that receives:  S_r: stage[r] (copy W_r[range] -> G_r);  S_r records begun[r]
-//! B, every rank s that sends:     for each receiver d of s: S_s waits begun[d]
-//!                                 S_s: copy W_s[range] or G_s -> W_d[range] (overwrite) or C_d (combine)
+//! A, every rank r:                S_r: stage[r] (copy W_r[range] -> G_r)
+//!                                 S_r records begun[r], if another rank copies into r
+//! B, every rank s that sends:     for each other receiver d of s: S_s waits begun[d]
+//!                                 S_s: copy W_s[range] or G_s -> W_d[at..] (overwrite) or C_d (combine)
+//!                                      (d = s: a local copy, no wait)
 //!                                 S_s records sent[s]
-//! C, every rank d that receives:  for each sender s of d: S_d waits sent[s]
-//!                                 S_d: fold W_d[segment] over its operands (combine)
+//! C, every rank d that receives:  for each other sender s of d: S_d waits sent[s]
+//!                                 S_d: fold W_d[segment] over its inputs (combine)
 //! ```
 //!
 //! (`W_r` working buffer, `G_r` staging, `C_r` scratch, `S_r` stream; a rank stages only in an
-//! overwriting step, and records `begun` only when it receives.) Every access to a buffer is in
-//! one of these, and each pair of accesses that conflicts — one of them a write — is ordered:
+//! overwriting step, and only a source a write of the step overlaps.) Every access to a buffer
+//! is in one of these, and each pair of accesses that conflicts — one of them a write — is
+//! ordered:
 //!
 //! 1. *A step's reads see the state before the step.* Reads of `W_s` are `s`'s own copies on
-//!    `S_s` (a sender pushes). In an overwriting step the writes of `W_s` are other ranks'
-//!    copies into it, which wait `begun[s]`, recorded after `s`'s staging copies — the reads of
-//!    every range the step writes; an unstaged source is a range the step does not write. In a
-//!    combining step the only write of `W_s` is `s`'s fold, queued on `S_s` after `s`'s copies.
-//! 2. *A fold reads complete data.* `S_d` waits `sent[s]` of every sender before folding.
+//!    `S_s` (a sender pushes; a local copy is its own), its staging copies, and in a combining
+//!    step its folds (their own segment, and a self-transfer's source that no write of the step
+//!    overlaps). In an overwriting step the writes of `W_s` are other ranks' copies into it,
+//!    which wait `begun[s]`, and `s`'s local copies on `S_s`; both come after `s`'s staging
+//!    copies — the reads of every range the step writes; an unstaged source is a range the step
+//!    does not write. In a combining step the only writes of `W_s` are `s`'s folds, queued on
+//!    `S_s` after all of `s`'s copies (a self-transfer whose source a fold writes is copied into
+//!    `C_s` among them).
+//! 2. *A fold reads complete data.* `S_d` waits `sent[s]` of every other sender before folding;
+//!    its local copies are earlier on `S_d` itself.
 //! 3. *One step's accesses precede the next step's conflicting ones.* Every access of `W_d`,
 //!    `C_d` or `G_d` is on `S_d`, except other ranks' copies into `W_d` or `C_d`; those wait
 //!    `begun[d]` of their own step (so they follow everything queued on `S_d` before), and `S_d`
 //!    waits their `sent` in phase C of that step (so everything queued on `S_d` after follows
 //!    them). `G_s` is only ever touched on `S_s`.
-//! 4. *Writes of one step do not collide.* `schedule.rs` refuses an element written twice by an
+//! 4. *Writes of one step do not collide.* The core refuses an element written twice by an
 //!    overwriting step; combining copies land at distinct scratch offsets; folds of a receiver
 //!    cover disjoint segments.
 //! 5. *Each wait binds to this step's record.* A wait on `begun[d]` (phase B) is queued after
 //!    phase A recorded it in this step and before the next step's phase A records it again; the
-//!    same for `sent[s]` between phases B and C. `begun[d]` is waited on only when `d`
-//!    receives, which is exactly when it was recorded; `sent[s]` only for senders.
+//!    same for `sent[s]` between phases B and C. `begun[d]` is waited on only by another rank
+//!    that copies into `d`, which is exactly when it was recorded; `sent[s]` only for senders.
 //! 6. *Generations.* `begin` queues its input copies on each `S_r` before any step, and `finish`
 //!    completes every stream before any buffer is released or reused (`work.rs`, `cache.rs`).
 //!
@@ -47,7 +55,7 @@ use crate::buffer::copy_async;
 use crate::context::Scoped;
 use crate::error::{CudaError, DriverResultExt, Result};
 use crate::kernels::CombineOp;
-use crate::schedule::{Fold, Operand, Source, StepLayout, Target, launches};
+use crate::schedule::{Fold, Input, Land, Read, StepQueue, launches};
 use crate::work::{CudaWork, RankWork};
 use cudarc::driver::CudaEvent;
 use ruccl_core::{ElementType, Step};
@@ -55,7 +63,7 @@ use ruccl_core::{ElementType, Step};
 /// Queue one step on `work` (see the module docs for the ordering).
 pub(crate) fn exchange(work: &mut CudaWork, step: &Step) -> Result<()> {
     let world = work.world();
-    let layout = StepLayout::new(step, world, work.buffer_len)?;
+    let queue = StepQueue::new(step, world, work.buffer_len)?;
     let size = work.element_type.size();
     let fold_with = match (step.combine, work.operation) {
         (false, _) => None,
@@ -63,23 +71,24 @@ pub(crate) fn exchange(work: &mut CudaWork, step: &Step) -> Result<()> {
         (true, None) => return Err(CudaError::CombineWithoutOperation),
     };
     for rank in 0..world {
-        let scratch = layout.scratch[rank] * size;
-        let staging = layout.staging[rank] * size;
+        let scratch = queue.scratch[rank] * size;
+        let staging = queue.staging[rank] * size;
         let state = &mut work.ranks[rank];
         grow(state, Room::Scratch, scratch)?;
         grow(state, Room::Staging, staging)?;
     }
     work.synchronized = false;
 
-    // Phase A: staging copies and `begun`, on every receiver's own stream.
+    // Phase A: staging copies, then `begun` where another rank copies in, on each rank's stream.
     for rank in 0..world {
         let state = &work.ranks[rank];
         let (stream, device) = (&state.lane.stream, state.lane.device);
-        for stage in layout.stages.iter().filter(|stage| stage.rank == rank) {
+        for stage in queue.stages.iter().filter(|stage| stage.rank == rank) {
             // SAFETY: `copy_async` checks both ranges against their buffers; the working and
             // staging buffers are distinct allocations of this rank. Ordering (module docs, 1
             // and 3): queued on this rank's stream after every earlier access of both, and
-            // before `begun`, which every write of the working buffer in this step waits for.
+            // before `begun` and this rank's own local copies, which are every write of the
+            // working buffer in this step.
             unsafe {
                 copy_async(
                     (&state.staging, stage.offset * size),
@@ -90,17 +99,17 @@ pub(crate) fn exchange(work: &mut CudaWork, step: &Step) -> Result<()> {
                 )?;
             }
         }
-        if layout.receives(rank) {
+        if !queue.senders_to(rank).is_empty() {
             event(&state.begun)?
                 .record(stream)
                 .during("cuEventRecord (begun)", Some(device))?;
         }
     }
 
-    // Phase B: a peer copy per transfer, on the sender's stream.
+    // Phase B: a copy per transfer, on the sender's stream.
     let mut waited = vec![false; world];
     for sender in 0..world {
-        let sends: Vec<_> = layout
+        let sends: Vec<_> = queue
             .sends
             .iter()
             .filter(|send| send.from == sender)
@@ -113,28 +122,30 @@ pub(crate) fn exchange(work: &mut CudaWork, step: &Step) -> Result<()> {
         let (stream, device) = (&from.lane.stream, from.lane.device);
         for send in sends {
             let to = &work.ranks[send.to];
-            if !waited[send.to] {
+            if send.to != sender && !waited[send.to] {
                 stream
                     .wait(event(&to.begun)?)
                     .during("cuStreamWaitEvent (begun)", Some(device))?;
                 waited[send.to] = true;
             }
-            let source = match send.source {
-                Source::Live => (from.buffer()?, send.range.start * size),
-                Source::Staged { offset } => (&from.staging, offset * size),
+            let source = match send.read {
+                Read::Buffer { start } => (from.buffer()?, start * size),
+                Read::Staging { offset } => (&from.staging, offset * size),
             };
-            let target = match send.target {
-                Target::Buffer => (to.buffer()?, send.range.start * size),
-                Target::Scratch { offset } => (&to.scratch, offset * size),
+            let target = match send.land {
+                Land::Buffer { start } => (to.buffer()?, start * size),
+                Land::Scratch { offset } => (&to.scratch, offset * size),
             };
-            // SAFETY: `copy_async` checks both ranges against their buffers, which belong to two
-            // different ranks (distinct allocations). Ordering (module docs): the source is not
-            // written in this step before this copy (1: staged, or written only by the sender's
-            // own later fold); the target is not accessed by the receiver's stream between its
-            // `begun`, just waited for, and its phase-C wait for `sent` below (3); no other copy
-            // of this step writes the same target bytes (4).
+            // SAFETY: `copy_async` checks both ranges against their buffers. They do not overlap:
+            // between ranks they are distinct allocations; a local copy reads a range no write
+            // of the step overlaps (else it reads staging, or lands in scratch). Ordering
+            // (module docs): the source is not written in this step before this copy (1: staged,
+            // not written at all, or written only by the sender's own later folds); the target
+            // is not accessed by the receiver's stream between its `begun`, just waited for (or
+            // this very stream, for a local copy), and its phase-C wait for `sent` below (3); no
+            // other copy of this step writes the same target bytes (4).
             unsafe {
-                copy_async(target, source, send.range.len() * size, stream, device)?;
+                copy_async(target, source, send.len * size, stream, device)?;
             }
         }
         event(&from.sent)?
@@ -144,13 +155,9 @@ pub(crate) fn exchange(work: &mut CudaWork, step: &Step) -> Result<()> {
 
     // Phase C: arrivals, then folds, on every receiver's own stream.
     for receiver in 0..world {
-        let senders = layout.senders_to(receiver);
-        if senders.is_empty() {
-            continue;
-        }
         let state = &work.ranks[receiver];
         let (stream, device) = (&state.lane.stream, state.lane.device);
-        for sender in senders {
+        for &sender in queue.senders_to(receiver) {
             stream
                 .wait(event(&work.ranks[sender].sent)?)
                 .during("cuStreamWaitEvent (sent)", Some(device))?;
@@ -158,7 +165,7 @@ pub(crate) fn exchange(work: &mut CudaWork, step: &Step) -> Result<()> {
         let Some(kind) = fold_with else {
             continue;
         };
-        for fold in layout.folds.iter().filter(|fold| fold.to == receiver) {
+        for fold in queue.folds.iter().filter(|fold| fold.to == receiver) {
             queue_fold(state, kind, fold, size)?;
         }
     }
@@ -176,12 +183,13 @@ fn queue_fold(
     let (len, bytes) = (fold.range.len(), fold.range.len() * size);
     let buffer = state.buffer()?;
     let own = buffer.span(fold.range.start * size, bytes)?;
-    let address = |operand: &Operand| match operand {
-        Operand::Own => Ok(own),
-        Operand::Scratch { offset, .. } => state.scratch.span(offset * size, bytes),
+    let address = |input: &Input| match *input {
+        Input::Own => Ok(own),
+        Input::Buffer { start } => buffer.span(start * size, bytes),
+        Input::Scratch { offset, .. } => state.scratch.span(offset * size, bytes),
     };
-    let operands = fold
-        .operands
+    let inputs = fold
+        .inputs
         .iter()
         .map(address)
         .collect::<Result<Vec<u64>>>()?;
@@ -189,12 +197,12 @@ fn queue_fold(
         .accumulator
         .map(|offset| state.scratch.span(offset * size, bytes))
         .transpose()?;
-    for launch in launches(operands.len()) {
+    for launch in launches(inputs.len()) {
         // `schedule.rs` gives a fold beyond the fan-in an accumulator; without one a chained
         // launch would have nowhere to go, which is refused rather than folded short.
         let accumulator = || {
             accumulator.ok_or(CudaError::FoldSources {
-                sources: operands.len(),
+                sources: inputs.len(),
                 max: crate::kernels::FOLD_MAX,
             })
         };
@@ -202,7 +210,7 @@ fn queue_fold(
         if launch.from_accumulator {
             sources.push(accumulator()?);
         }
-        sources.extend_from_slice(&operands[launch.operands.clone()]);
+        sources.extend_from_slice(&inputs[launch.operands.clone()]);
         let into = if launch.into_accumulator {
             accumulator()?
         } else {
@@ -211,10 +219,12 @@ fn queue_fold(
         // SAFETY: every address was checked (`span`) to hold `len` elements of this rank's
         // working or scratch buffer, both in this rank's context. The sources are the segment of
         // the working buffer (`own`, which may also be `into`: the kernel reads an element of
-        // every source before writing it), received ranges at distinct scratch offsets, and the
-        // accumulator, a scratch range after all received ones: none overlaps another. Ordering
-        // (module docs, 2 and 3): queued on the receiver's stream after it waited for every
-        // sender's `sent`; nothing else accesses these bytes until the next step's `begun`.
+        // every source before writing it), a self-transfer's source in the working buffer (a
+        // range no write of the step overlaps, so apart from `own`), received ranges at distinct
+        // scratch offsets, and the accumulator, a scratch range after all of them: none overlaps
+        // another. Ordering (module docs, 2 and 3): queued on the receiver's stream after its
+        // own copies and after it waited for every other sender's `sent`; nothing else accesses
+        // these bytes until the next step's `begun`.
         unsafe {
             state
                 .lane

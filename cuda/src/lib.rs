@@ -3,9 +3,10 @@
 //! The CUDA executor of ruCCL: a [`NativeCollectiveDevice`](ruccl_core::NativeCollectiveDevice)
 //! on real GPUs, through [cudarc](https://docs.rs/cudarc) 0.19 with CUDA 13.0 bindings loaded at
 //! run time. The verified core drives it with a plan per generation (every collective, every
-//! algorithm); it only moves ranges between ranks (a peer copy per transfer) and folds elements
-//! locally (one kernel per segment, in the contract's order), ordering everything with events,
-//! and recycles its device memory (a buffer cache per logical device).
+//! algorithm); it only moves ranges between ranks (a peer copy per transfer, a local copy for a
+//! transfer to its own rank) and folds elements locally (one kernel per segment, in the
+//! contract's order), ordering everything with events, and recycles its device memory (a buffer
+//! cache per logical device).
 //!
 //! With the `harness` feature (host values in and out, as tests and tools do):
 //!
@@ -44,7 +45,7 @@
 //! | `cache`      | per-device buffer pools: steady state allocates nothing ([`CacheStats`]) |
 //! | `tensor`     | [`CudaTensor`], [`CudaPrepared`]                                       |
 //! | `device`     | [`CudaCollective`] and its `prepare`/`begin`/`finish`                  |
-//! | `schedule`   | one step checked and laid out: staging, copies, folds (no CUDA)        |
+//! | `schedule`   | one step, on the core's layout: staging, copies, folds (no CUDA)       |
 //! | `exchange`   | one step queued: the stream/event ordering argument                    |
 //! | `work`       | [`CudaWork`]: a generation's buffers and events                        |
 //! | `bandwidth`  | [`CopyBandwidth`]: a GPU's own device-to-device copy baseline          |

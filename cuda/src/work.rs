@@ -44,7 +44,8 @@ pub(crate) struct RankWork {
     /// The copy of the rank's output range, where it is not the whole buffer: made in `finish`,
     /// handed out once the streams are complete.
     pub(crate) output: Option<DeviceBuffer>,
-    /// Where received ranges of a combining step land (and a chained fold's accumulator).
+    /// Where received ranges of a combining step land, with a transfer to this rank itself
+    /// whose source the step writes (and a chained fold's accumulator).
     pub(crate) scratch: DeviceBuffer,
     /// Where staged source ranges of an overwriting step are copied aside.
     pub(crate) staging: DeviceBuffer,

@@ -1,6 +1,7 @@
-//! The executor on real GPUs: exact results for every collective, algorithm, type and operation
-//! on every map, bitwise agreement across ranks and with the simulated device, the ordering of
-//! hand-made steps (staged sources, folds beyond one launch's fan-in), generations chained on
+//! The executor on real GPUs: exact results for every collective (all eight kinds), algorithm,
+//! type and operation on every map, bitwise agreement across ranks and with the simulated
+//! device, the ordering of hand-made steps (staged sources, transfers that land elsewhere, local
+//! copies and folds, folds beyond one launch's fan-in), generations chained on
 //! the device, the buffer cache, out of place, the copy-bandwidth baseline, validation, setup,
 //! the caller's current context, waits that deferred errors cannot skip, and the topology report.
 //!
@@ -16,7 +17,7 @@ use cudarc::driver::sys::CUresult;
 use cudarc::driver::{DriverError, result};
 use ruccl_core::{
     Algorithm, Collective, DeviceId, NativeCollectiveDevice, NativeCommunicator, Plan,
-    ReduceOperation, Step, Transfer,
+    ReduceOperation, Step, StepViolation, Transfer,
 };
 use ruccl_cuda::kernels::{
     EMBEDDED_PTX, FOLD_MAX, nvrtc_available, nvrtc_library, nvrtc_version, ptx_isa_version,
@@ -123,6 +124,36 @@ fn the_topology_report_names_gpus_contexts_and_peer_access() {
     }
 }
 
+/// What the hardware run covers, checked without a GPU: every kind of collective (all eight),
+/// each with its root inside the world, for every world the maps seat. Prints the list as a
+/// `COLLECTIVES:` line, which the check script's summary shows.
+#[test]
+fn the_hardware_run_covers_every_kind_of_collective() {
+    for world in 1..=16 {
+        let covered = common::collectives(world, ReduceOperation::Max);
+        for kind in Collective::KINDS {
+            assert!(
+                covered.iter().any(|collective| collective
+                    .with_root(0)
+                    .with_operation(ReduceOperation::Sum)
+                    == kind),
+                "W={world}: {kind} is not run"
+            );
+        }
+        for collective in covered {
+            assert!(
+                collective.root().is_none_or(|root| root < world),
+                "{collective}"
+            );
+        }
+    }
+    let names: Vec<String> = common::collectives(8, ReduceOperation::Sum)
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    println!("COLLECTIVES: at W = 8: {}", names.join(", "));
+}
+
 #[test]
 fn every_collective_algorithm_type_and_operation_is_exact_on_every_map() {
     let _watchdog = common::watchdog("every_collective_algorithm_type_and_operation");
@@ -143,13 +174,10 @@ fn every_collective_algorithm_type_and_operation_is_exact_on_every_map() {
                         for collective in common::collectives(world, operation) {
                             if collective.operation().is_none() && operation != ReduceOperation::Sum
                             {
-                                continue; // all-gather and broadcast take no operation
+                                continue; // only the reducing collectives take an operation
                             }
                             for len in [0, 1, world + 1, 1000, 65_537] {
-                                let len = match collective {
-                                    Collective::ReduceScatter(_) => len * world,
-                                    _ => len,
-                                };
+                                let len = common::input_len(collective, world, len);
                                 let case = (collective, algorithm);
                                 check_collective(&device, &devices, case, element_type, len);
                             }
@@ -363,8 +391,8 @@ fn sim_all_reduce(
     common::bits(&outputs[0])
 }
 
-/// A direct all-reduce over more ranks than one fold launch takes: the fold is chained through
-/// the accumulator and must still be exact (ranks share the primary context here, on purpose:
+/// A direct all-reduce and reduce over more ranks than one fold launch takes: the fold is
+/// chained through the accumulator and must still be exact (ranks share the primary context here, on purpose:
 /// the chaining is what is checked, not the contexts).
 #[test]
 fn a_fold_over_more_ranks_than_one_launch_takes_is_chained_exactly() {
@@ -386,15 +414,24 @@ fn a_fold_over_more_ranks_than_one_launch_takes_is_chained_exactly() {
         ElementType::U8,
     ] {
         for operation in ReduceOperation::ALL {
-            let case = (Collective::AllReduce(operation), Algorithm::Direct);
-            check_collective(&device, &devices, case, element_type, 1023);
+            for collective in [
+                Collective::AllReduce(operation),
+                Collective::Reduce {
+                    op: operation,
+                    root: world / 2,
+                },
+            ] {
+                let case = (collective, Algorithm::Direct);
+                check_collective(&device, &devices, case, element_type, 1023);
+            }
         }
     }
 }
 
 /// Steady state allocates nothing: after the first generation of a shape, further generations of
-/// it (in place and out of place, all-reduce and all-gather) are served from each device's
-/// cache.
+/// it (in place and out of place; all-reduce, all-gather, reduce-scatter, a reduce whose
+/// non-roots receive nothing, an all-to-all that stages every source) are served from each
+/// device's cache.
 #[test]
 fn steady_state_generations_allocate_no_device_memory() {
     let test = "steady_state_cache";
@@ -419,6 +456,14 @@ fn steady_state_generations_allocate_no_device_memory() {
                 Collective::ReduceScatter(ReduceOperation::Sum),
                 Algorithm::HalvingDoubling,
             ),
+            (
+                Collective::Reduce {
+                    op: ReduceOperation::Sum,
+                    root: 1,
+                },
+                Algorithm::Ring,
+            ),
+            (Collective::AllToAll, Algorithm::Direct),
         ] {
             let misses = || -> Vec<u64> {
                 devices
@@ -563,24 +608,9 @@ fn sends_read_the_pre_step_state_even_when_every_range_overlaps() {
         let world = devices.len();
         let len = 1 << 22;
         let value = |rank: usize, i: usize| (rank * 1_000_003 + i % 9_973) as i32;
-        let inputs: Vec<_> = devices
-            .iter()
-            .enumerate()
-            .map(|(rank, &id)| {
-                let values = HostValues::I32((0..len).map(|i| value(rank, i)).collect());
-                device
-                    .prepare(device.upload(id, &values).unwrap(), id)
-                    .unwrap()
-            })
+        let inputs: Vec<HostValues> = (0..world)
+            .map(|rank| HostValues::I32((0..len).map(|i| value(rank, i)).collect()))
             .collect();
-        let plan = Plan::new(
-            Collective::AllReduce(ReduceOperation::Sum),
-            Algorithm::Ring,
-            world,
-            len,
-        )
-        .unwrap();
-        let mut work = device.begin(&devices, inputs, &plan).unwrap();
         // Every rank overwrites its successor's whole buffer (every source is also written:
         // all staged), then folds its predecessor's whole buffer into its own.
         let rotation = |combine| Step {
@@ -589,21 +619,126 @@ fn sends_read_the_pre_step_state_even_when_every_range_overlaps() {
                 .map(|from| Transfer::new(from, (from + 1) % world, 0..len))
                 .collect(),
         };
-        device.exchange(&mut work, &rotation(false)).unwrap();
-        device.exchange(&mut work, &rotation(true)).unwrap();
-        let outputs = device.finish(work, &plan).unwrap();
-        for (rank, output) in outputs.iter().enumerate() {
+        let steps = [rotation(false), rotation(true)];
+        let outputs = run_steps(&device, &devices, &ring_plan(world, len), &steps, &inputs);
+        for (rank, output) in outputs.into_iter().enumerate() {
             let (one, two) = ((rank + world - 1) % world, (rank + world - 2) % world);
             let expected: Vec<i32> = (0..len)
                 .map(|i| value(one, i).wrapping_add(value(two, i)))
                 .collect();
-            assert_eq!(
-                device.download(output).unwrap(),
-                HostValues::I32(expected),
-                "{name}: rank {rank}"
+            assert_eq!(output, HostValues::I32(expected), "{name}: rank {rank}");
+        }
+    }
+}
+
+/// Hand-made steps of contract v3, on every map, against the simulated device bit for bit
+/// (float sums, so a fold in another order shows): an overwriting step where every rank's first
+/// half lands as its successor's second half while it copies its own second half onto its first
+/// (every source is also written: all staged), then a combining step where each rank folds its
+/// successor's first half into its own middle third, its own last third (read in place) and its
+/// own middle third into its first (a source the step writes: copied to scratch first).
+#[test]
+fn transfers_that_land_elsewhere_and_local_copies_agree_with_the_simulated_device() {
+    let test = "transfers_that_land_elsewhere";
+    let _watchdog = common::watchdog(test);
+    let Some(gpus) = common::gpus(test) else {
+        return;
+    };
+    let third = 3001;
+    let len = 3 * third;
+    let moved = |from, to, range: std::ops::Range<usize>, at| Transfer {
+        from,
+        to,
+        range,
+        at,
+    };
+    for (name, map) in common::maps(gpus) {
+        let device = common::executor(map.clone(), CudaConfig::from_env());
+        let devices = device.devices();
+        let world = devices.len();
+        let next = |rank: usize| (rank + 1) % world;
+        let steps = [
+            Step {
+                combine: false,
+                transfers: (0..world)
+                    .flat_map(|rank| {
+                        [
+                            moved(rank, next(rank), 0..len / 2, len - len / 2),
+                            moved(rank, rank, len / 2..len, 0),
+                        ]
+                    })
+                    .collect(),
+            },
+            Step {
+                combine: true,
+                transfers: (0..world)
+                    .flat_map(|rank| {
+                        [
+                            moved(next(rank), rank, 0..third, third),
+                            moved(rank, rank, 2 * third..len, third),
+                            moved(rank, rank, third..2 * third, 0),
+                        ]
+                    })
+                    .collect(),
+            },
+        ];
+        let plan = ring_plan(world, len);
+        let inputs: Vec<HostValues> = (0..world)
+            .map(|rank| rounding_input(ElementType::F32, ReduceOperation::Sum, rank, len))
+            .collect();
+        let sim = SimDevice::new();
+        let sim_devices: Vec<DeviceId> = (0..world as u32).map(DeviceId::new).collect();
+        let on_sim = run_steps(&sim, &sim_devices, &plan, &steps, &inputs);
+        let on_gpu = run_steps(&device, &devices, &plan, &steps, &inputs);
+        for (rank, (gpu, sim)) in on_gpu.iter().zip(&on_sim).enumerate() {
+            assert!(
+                common::bits(gpu) == common::bits(sim),
+                "{name}: rank {rank}'s bits differ from the simulated device's"
             );
         }
     }
+}
+
+/// A ring all-reduce (sum) plan: its buffers (the input, in place) carry hand-made steps.
+fn ring_plan(world: usize, len: usize) -> Plan {
+    Plan::new(
+        Collective::AllReduce(ReduceOperation::Sum),
+        Algorithm::Ring,
+        world,
+        len,
+    )
+    .unwrap()
+}
+
+/// Drive `begin`, `steps` and `finish` of `plan` on `device` over `inputs`; every rank's output.
+fn run_steps<D>(
+    device: &D,
+    devices: &[DeviceId],
+    plan: &Plan,
+    steps: &[Step],
+    inputs: &[HostValues],
+) -> Vec<HostValues>
+where
+    D: HostTensors,
+    D::Error: std::fmt::Debug,
+{
+    let prepared = devices
+        .iter()
+        .zip(inputs)
+        .map(|(&id, values)| {
+            let tensor = device.upload(id, values).unwrap();
+            device.prepare(tensor, id).unwrap()
+        })
+        .collect();
+    let mut work = device.begin(devices, prepared, plan).unwrap();
+    for step in steps {
+        device.exchange(&mut work, step).unwrap();
+    }
+    let outputs = device.finish(work, plan).unwrap();
+    outputs
+        .iter()
+        .map(|output| device.download(output).unwrap())
+        .collect()
 }
 
 #[test]
@@ -658,21 +793,38 @@ fn contract_violations_are_typed_errors_and_leave_the_device_usable() {
     let transfer = |from, to, range| Transfer::new(from, to, range);
     assert!(matches!(
         device.exchange(&mut work, &step(true, vec![transfer(0, 3, 0..1)])),
-        Err(CudaError::TransferRanks { .. })
+        Err(CudaError::Step(StepViolation::NoSuchRank { rank: 3, .. }))
     ));
     assert!(matches!(
         device.exchange(&mut work, &step(true, vec![transfer(0, 1, 2..5)])),
-        Err(CudaError::TransferOutOfBounds { transfer: 0, .. })
+        Err(CudaError::Step(StepViolation::OutOfBounds {
+            transfer: 0,
+            ..
+        }))
+    ));
+    let shifted_past_the_end = Transfer {
+        from: 1,
+        to: 1,
+        range: 0..2,
+        at: 3,
+    };
+    assert!(matches!(
+        device.exchange(&mut work, &step(false, vec![shifted_past_the_end])),
+        Err(CudaError::Step(StepViolation::OutOfBounds {
+            transfer: 0,
+            ..
+        }))
     ));
     assert!(matches!(
         device.exchange(
             &mut work,
             &step(false, vec![transfer(0, 2, 0..3), transfer(1, 2, 2..4)])
         ),
-        Err(CudaError::DoubleWrite {
+        Err(CudaError::Step(StepViolation::DoubleWrite {
             rank: 2,
-            element: 2
-        })
+            element: 2,
+            ..
+        }))
     ));
     let wrong = Plan::new(Collective::AllGather, Algorithm::Ring, 3, 4).unwrap();
     assert!(matches!(

@@ -1,13 +1,18 @@
 //! The kernels' reference results (`common::kernel_reference`, what the hardware tests compare
 //! with bit for bit) against the sim crate's perf check (`#wrong`), which `ruccl-perf --backend cuda` uses:
-//! a correct GPU must show `#wrong` 0 in every type and operation. No GPU needed.
+//! a correct GPU must show `#wrong` 0 in every type and operation; and every collective's
+//! reference (`common::collective_reference`) against the simulated device. No GPU needed.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests assert by unwrapping
 
 mod common;
 
-use ruccl_core::ReduceOperation;
-use ruccl_sim::host::{ElementType, HostValues};
+use ruccl_core::{
+    Algorithm, Collective, CollectiveOptions, DeviceId, NativeCollectiveError, NativeCommunicator,
+    ReduceOperation,
+};
+use ruccl_sim::SimDevice;
+use ruccl_sim::host::{ElementType, HostTensors, HostValues};
 use ruccl_sim::pattern::{Expected, MAX_CHECKED_WORLD};
 
 /// Long enough for two periods of every operation's pattern (the longest is 61 elements).
@@ -100,4 +105,99 @@ fn unsigned_mean_divides_the_wrapped_sum_as_unsigned() {
     let check = Expected::new(ElementType::U8, ReduceOperation::Mean, world);
     assert_eq!(check.count_wrong(&means, 9), 0);
     assert!(check.count_wrong(&signed, 9) > 0);
+}
+
+/// What the hardware tests expect of every collective — all eight kinds, with their roots — is
+/// what the simulated device, which enforces the contract, computes from the same inputs.
+#[test]
+fn every_collectives_reference_is_what_the_simulated_device_computes() {
+    let sim = SimDevice::new();
+    let mut checked = std::collections::HashSet::new();
+    for world in 1..=4 {
+        let devices: Vec<DeviceId> = (0..world as u32).map(DeviceId::new).collect();
+        let communicator = NativeCommunicator::new(devices, sim.clone()).unwrap();
+        for element_type in [ElementType::F32, ElementType::I32] {
+            for operation in [ReduceOperation::Sum, ReduceOperation::Mean] {
+                for collective in common::collectives(world, operation) {
+                    if collective.operation().is_none() && operation != ReduceOperation::Sum {
+                        continue;
+                    }
+                    for algorithm in common::algorithms(world) {
+                        for len in [0, 1, 5] {
+                            let len = common::input_len(collective, world, len);
+                            let case = format!(
+                                "W={world} {collective} {algorithm} {element_type} n={len}"
+                            );
+                            let Some(outputs) = on_sim(
+                                &sim,
+                                &communicator,
+                                collective,
+                                algorithm,
+                                element_type,
+                                len,
+                            ) else {
+                                continue; // no plan of this algorithm for this collective
+                            };
+                            for (rank, output) in outputs.iter().enumerate() {
+                                let expected = common::collective_reference(
+                                    collective,
+                                    element_type,
+                                    world,
+                                    rank,
+                                    len,
+                                );
+                                assert!(
+                                    common::bits(output) == common::bits(&expected),
+                                    "{case}: rank {rank}: {output:?} is not {expected:?}"
+                                );
+                            }
+                            checked.insert(
+                                collective.with_root(0).with_operation(ReduceOperation::Sum),
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+    assert_eq!(checked.len(), Collective::KINDS.len(), "{checked:?}");
+}
+
+/// Every rank's output of `collective` on the simulated device over the pattern inputs, or
+/// `None` where the algorithm has no plan for it (every rank gets the same refusal).
+fn on_sim(
+    sim: &SimDevice,
+    communicator: &NativeCommunicator<SimDevice>,
+    collective: Collective,
+    algorithm: Algorithm,
+    element_type: ElementType,
+    len: usize,
+) -> Option<Vec<HostValues>> {
+    let operation = collective.operation().unwrap_or(ReduceOperation::Sum);
+    let options = CollectiveOptions::default().with_algorithm(algorithm);
+    let outputs: Vec<Result<HostValues, NativeCollectiveError>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = communicator
+            .devices()
+            .iter()
+            .enumerate()
+            .map(|(rank, &id)| {
+                scope.spawn(move || {
+                    let input = common::input(element_type, operation, rank, len);
+                    let tensor = sim.upload(id, &input).unwrap();
+                    communicator
+                        .collective(rank, tensor, collective, options)
+                        .map(|output| sim.download(&output).unwrap())
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    match outputs.into_iter().collect::<Result<Vec<_>, _>>() {
+        Ok(outputs) => Some(outputs),
+        // `Direct` has a plan for every collective; the others may refuse one.
+        Err(NativeCollectiveError::InvalidCollective { .. }) if algorithm != Algorithm::Direct => {
+            None
+        }
+        Err(error) => panic!("{collective} {algorithm}: {error}"),
+    }
 }

@@ -210,17 +210,29 @@ pub fn algorithms(world: usize) -> Vec<Algorithm> {
         .collect()
 }
 
-/// The four collectives, with a reduce operation where they take one and the last rank as the
-/// broadcast root.
-pub fn collectives(world: usize, operation: ReduceOperation) -> [Collective; 4] {
-    [
-        Collective::AllReduce(operation),
-        Collective::ReduceScatter(operation),
-        Collective::AllGather,
-        Collective::Broadcast {
-            root: world.saturating_sub(1),
-        },
-    ]
+/// Every kind of collective ([`Collective::KINDS`], all eight), with `operation` where it
+/// reduces, and roots spread over the world: the last rank for broadcast and gather, the middle
+/// one for reduce and scatter.
+pub fn collectives(world: usize, operation: ReduceOperation) -> [Collective; 8] {
+    Collective::KINDS.map(|kind| {
+        let root = match kind {
+            Collective::Reduce { .. } | Collective::Scatter { .. } => world / 2,
+            _ => world.saturating_sub(1),
+        };
+        kind.with_operation(operation).with_root(root)
+    })
+}
+
+/// The input length per rank for a case of about `len` elements: `len · world` where the
+/// collective splits its input into `world` blocks (reduce-scatter, scatter, all-to-all), so
+/// each block has `len` elements; `len` elsewhere.
+pub fn input_len(collective: Collective, world: usize, len: usize) -> usize {
+    match collective {
+        Collective::ReduceScatter(_) | Collective::Scatter { .. } | Collective::AllToAll => {
+            len * world
+        }
+        _ => len,
+    }
 }
 
 /// A tensor's elements as the bytes they are in device memory, for bitwise comparisons (`==` on
@@ -370,9 +382,12 @@ pub fn kernel_reference(
 }
 
 /// What `collective` must give rank `rank` from [`input`]s of `len` elements over `world`
-/// ranks, bit for bit: the all-reduce's [`kernel_reference`], block `rank` of it for a
-/// reduce-scatter, every rank's input in rank order for an all-gather, the root's input for a
-/// broadcast.
+/// ranks, bit for bit: the all-reduce's [`kernel_reference`] (at the root only, for a reduce),
+/// block `rank` of it for a reduce-scatter, every rank's input in rank order for an all-gather
+/// (at the root only, for a gather), the root's input for a broadcast, block `rank` of the
+/// root's input for a scatter, and block `rank` of every rank's input in rank order for an
+/// all-to-all. A rank that receives nothing (not the root of a reduce or gather) gets no
+/// elements.
 pub fn collective_reference(
     collective: Collective,
     element_type: ElementType,
@@ -381,22 +396,35 @@ pub fn collective_reference(
     len: usize,
 ) -> HostValues {
     let operation = collective.operation().unwrap_or(ReduceOperation::Sum);
+    let size = element_type.size();
+    let block = len / world.max(1);
+    // Block `index` of a rank's input or output, as bytes.
+    let block_of =
+        |bytes: &[u8], index: usize| bytes[index * block * size..][..block * size].to_vec();
+    let input_bits = |from: usize| bits(&input(element_type, operation, from, len));
     match collective {
-        Collective::AllReduce(_) => kernel_reference(element_type, operation, world, len),
-        Collective::ReduceScatter(_) => {
-            let block = len / world.max(1);
-            let all = bits(&kernel_reference(element_type, operation, world, len));
-            let size = element_type.size();
-            let mine = &all[rank * block * size..(rank + 1) * block * size];
-            from_bits(element_type, mine)
+        Collective::Reduce { root, .. } | Collective::Gather { root } if rank != root => {
+            from_bits(element_type, &[])
         }
-        Collective::AllGather => {
-            let gathered: Vec<u8> = (0..world)
-                .flat_map(|from| bits(&input(element_type, operation, from, len)))
-                .collect();
+        Collective::AllReduce(_) | Collective::Reduce { .. } => {
+            kernel_reference(element_type, operation, world, len)
+        }
+        Collective::ReduceScatter(_) => {
+            let all = bits(&kernel_reference(element_type, operation, world, len));
+            from_bits(element_type, &block_of(&all, rank))
+        }
+        Collective::AllGather | Collective::Gather { .. } => {
+            let gathered: Vec<u8> = (0..world).flat_map(input_bits).collect();
             from_bits(element_type, &gathered)
         }
         Collective::Broadcast { root } => input(element_type, operation, root, len),
+        Collective::Scatter { root } => from_bits(element_type, &block_of(&input_bits(root), rank)),
+        Collective::AllToAll => {
+            let exchanged: Vec<u8> = (0..world)
+                .flat_map(|from| block_of(&input_bits(from), rank))
+                .collect();
+            from_bits(element_type, &exchanged)
+        }
         _ => panic!("no reference for {collective}"),
     }
 }
