@@ -551,6 +551,46 @@ mod tests {
             0
         );
         assert!(check.count_wrong(0, 70, &HostValues::I64(sent[1].clone())) > 60);
+        // Reduce: the sum at the root, nothing elsewhere.
+        let reduce = Collective::Reduce {
+            op: ReduceOperation::Sum,
+            root: 1,
+        };
+        let all = inputs(reduce, 6, seed);
+        let sum: Vec<i64> = (0..6).map(|i| all.iter().map(|v| v[i]).sum()).collect();
+        let check = Check::new(ElementType::I64, reduce, world, seed);
+        assert_eq!(check.count_wrong(1, 6, &HostValues::I64(sum.clone())), 0);
+        assert_eq!(check.count_wrong(0, 6, &HostValues::I64(Vec::new())), 0);
+        assert_eq!(check.count_wrong(0, 6, &HostValues::I64(sum)), 6);
+        // Gather: every input at the root, in rank order.
+        let gather = Collective::Gather { root: 0 };
+        let mut gathered = inputs(gather, 5, seed).concat();
+        let check = Check::new(ElementType::I64, gather, world, seed);
+        assert_eq!(
+            check.count_wrong(0, 5, &HostValues::I64(gathered.clone())),
+            0
+        );
+        gathered.swap(0, 5);
+        assert_eq!(check.count_wrong(0, 5, &HostValues::I64(gathered)), 2);
+        // Scatter: block r of the root's input at rank r.
+        let scatter = Collective::Scatter { root: 2 };
+        let root = &inputs(scatter, 12, seed)[2];
+        let check = Check::new(ElementType::I64, scatter, world, seed);
+        let block = |rank: usize| HostValues::I64(root[4 * rank..4 * rank + 4].to_vec());
+        assert_eq!(check.count_wrong(1, 12, &block(1)), 0);
+        assert_eq!(check.count_wrong(0, 12, &block(1)), 4);
+        // All-to-all: block j of rank r's output is block r of rank j's input.
+        let all = inputs(Collective::AllToAll, 9, seed);
+        let received = |rank: usize| -> Vec<i64> {
+            all.iter()
+                .flat_map(|input| input[3 * rank..3 * rank + 3].to_vec())
+                .collect()
+        };
+        let check = Check::new(ElementType::I64, Collective::AllToAll, world, seed);
+        assert_eq!(check.count_wrong(2, 9, &HostValues::I64(received(2))), 0);
+        let mut off_by_one = received(2);
+        off_by_one.rotate_left(1);
+        assert!(check.count_wrong(2, 9, &HostValues::I64(off_by_one)) > 4);
         // Bits, not values: -0.0 and +0.0 print differently.
         assert_ne!(
             fingerprint(&HostValues::F32(vec![0.0, 1.0])),
