@@ -887,3 +887,161 @@ proptest! {
         let _ = Plan::from_parts(parts);
     }
 }
+
+// ---- the checker's dangerous direction: a fold order that differs on one rank ----
+
+/// An all-reduce on `world` ranks of `length` elements whose ranks all fold in one step, in the
+/// contract's order — except `rank`, which folds the senders in `first` one step before the
+/// others. Every input stays at `0..n` (never written); each rank folds into a copy at `n..2n`.
+fn split_fold(world: usize, length: usize, rank: usize, first: &[usize]) -> PlanParts {
+    let n = length;
+    let copy = Step {
+        combine: false,
+        transfers: (0..world)
+            .map(|q| Transfer {
+                from: q,
+                to: q,
+                range: 0..n,
+                at: n,
+            })
+            .collect(),
+    };
+    let into = |from: usize, to: usize| Transfer {
+        from,
+        to,
+        range: 0..n,
+        at: n,
+    };
+    let early: Vec<Transfer> = first.iter().map(|&from| into(from, rank)).collect();
+    let late: Vec<Transfer> = (0..world)
+        .flat_map(|to| (0..world).map(move |from| (from, to)))
+        .filter(|&(from, to)| from != to && !(to == rank && first.contains(&from)))
+        .map(|(from, to)| into(from, to))
+        .collect();
+    let mut steps = vec![copy];
+    steps.extend((!early.is_empty()).then_some(Step {
+        combine: true,
+        transfers: early,
+    }));
+    steps.push(Step {
+        combine: true,
+        transfers: late,
+    });
+    PlanParts {
+        collective: Collective::AllReduce(SUM),
+        world,
+        input_len: n,
+        buffer_len: 2 * n,
+        placements: vec![0; world],
+        outputs: vec![n..2 * n; world],
+        steps,
+    }
+}
+
+/// Whether folding `first` early at `rank` builds the contract's tree anyway: the contract's
+/// order `[senders below, own, senders above]` is a left fold, so the early fold must be a
+/// prefix of it — every sender below `rank` and the lowest ones above it.
+fn same_tree(world: usize, rank: usize, first: &[usize]) -> bool {
+    let order: Vec<usize> = (0..world).collect(); // `rank` itself stands for its own value
+    let prefix = first.len() + 1;
+    let mut early: Vec<usize> = first.to_vec();
+    early.push(rank);
+    early.sort_unstable();
+    early == order[..prefix] || first.is_empty()
+}
+
+/// `plan`'s steps with every step's transfers reordered by `seed`.
+fn shuffled(mut parts: PlanParts, seed: u64) -> PlanParts {
+    let mut state = seed | 1;
+    for step in &mut parts.steps {
+        for index in (1..step.transfers.len()).rev() {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            step.transfers
+                .swap(index, (state % (index as u64 + 1)) as usize);
+        }
+    }
+    parts
+}
+
+#[test]
+fn a_fold_order_that_differs_on_exactly_one_rank_is_refused() {
+    // Rank 2 of 3 folds rank 1's value before rank 0's: ((x1 ⊕ x2) … ) against ((x0 ⊕ x1) ⊕ x2).
+    let refused_with = refused(split_fold(3, 4, 2, &[1]));
+    assert!(
+        matches!(
+            refused_with,
+            ScheduleViolation::NotIdentical { rank: 2, .. }
+        ),
+        "{refused_with}"
+    );
+    // Rank 0 folding rank 1 first builds the contract's tree: accepted.
+    assert!(Plan::from_parts(split_fold(3, 4, 0, &[1])).is_ok());
+}
+
+proptest! {
+    /// Every split of one rank's fold into two steps is refused exactly when it builds another
+    /// tree than the contract's order, and then as a bitwise disagreement.
+    #[test]
+    fn one_rank_folding_in_another_order_is_refused_exactly_when_its_tree_differs(
+        world in 2usize..=6,
+        rank in 0usize..6,
+        mask in 0u32..64,
+        length in 1usize..4,
+    ) {
+        let rank = rank % world;
+        let first: Vec<usize> = (0..world)
+            .filter(|&q| q != rank && mask & (1 << q) != 0)
+            .collect();
+        let verdict = Plan::from_parts(split_fold(world, length, rank, &first));
+        prop_assert_eq!(verdict.is_ok(), same_tree(world, rank, &first), "{:?}", verdict.err());
+        if let Err(violation) = verdict {
+            let is_not_identical = matches!(violation, ScheduleViolation::NotIdentical { .. });
+            prop_assert!(is_not_identical, "{}", violation);
+        }
+    }
+
+    /// The checker's answer does not depend on the order transfers are listed in a step: for
+    /// every built-in plan, one rank's reordered fold, and mutated plans.
+    #[test]
+    fn the_verdict_does_not_depend_on_the_order_of_a_steps_transfers(
+        world in 1usize..=6,
+        length in 0usize..20,
+        kind in 0usize..8,
+        algorithm in 0usize..3,
+        seed in any::<u64>(),
+        mask in 0u32..64,
+        mutate in any::<bool>(),
+        position in any::<u64>(),
+    ) {
+        let collective = collectives(world)[kind % collectives(world).len()];
+        let length = match collective {
+            Collective::ReduceScatter(_) | Collective::Scatter { .. } | Collective::AllToAll => {
+                length * world
+            }
+            _ => length,
+        };
+        let algorithms = algorithms_for(collective, world);
+        let algorithm = algorithms[algorithm % algorithms.len()];
+        let mut parts = Plan::new(collective, algorithm, world, length).unwrap().into_parts();
+        if mutate && !parts.steps.is_empty() {
+            // Shift one transfer's landing: an often wrong plan, checked in both orders too.
+            let step = (position as usize) % parts.steps.len();
+            let count = parts.steps[step].transfers.len();
+            let moved = &mut parts.steps[step].transfers[(position >> 8) as usize % count];
+            moved.at = moved.at.saturating_sub(1);
+        }
+        let listed = Plan::from_parts(parts.clone()).is_ok();
+        prop_assert_eq!(Plan::from_parts(shuffled(parts, seed)).is_ok(), listed);
+        if world >= 2 {
+            let rank = (position as usize) % world;
+            let first: Vec<usize> = (0..world)
+                .filter(|&q| q != rank && mask & (1 << q) != 0)
+                .collect();
+            let crafted = split_fold(world, length.max(1), rank, &first);
+            let listed = Plan::from_parts(crafted.clone()).is_ok();
+            prop_assert_eq!(Plan::from_parts(shuffled(crafted, seed)).is_ok(), listed);
+        }
+    }
+}
