@@ -30,26 +30,39 @@ fn input(rank: usize, generation: usize, length: usize) -> Vec<i64> {
         .collect()
 }
 
+/// How long one of these tests may run before its watchdog fails the binary, naming the ranks
+/// still inside a call (the longest takes a few seconds in a debug build).
+const TEST_LIMIT: std::time::Duration = std::time::Duration::from_secs(45);
+
 fn operation(generation: usize) -> ReduceOperation {
     ReduceOperation::ALL[generation % ReduceOperation::ALL.len()]
 }
 
 #[test]
 fn thousands_of_generations_with_fast_reentry_deliver_each_generations_own_reduction() {
+    let progress = common::Progress::default();
+    let _watchdog = common::Watchdog::arm(
+        "thousands_of_generations_with_fast_reentry_deliver_each_generations_own_reduction",
+        TEST_LIMIT,
+        progress.clone(),
+    );
     const WORLD: usize = 4;
     const GENERATIONS: usize = 3_000;
     let (_, communicator) = shared(WORLD);
     let handles: Vec<_> = (0..WORLD)
         .map(|rank| {
             let communicator = Arc::clone(&communicator);
+            let progress = progress.clone();
             thread::spawn(move || {
                 for generation in 0..GENERATIONS {
                     // Lengths vary so that n < W, n = W and n > W all occur.
                     let length = generation % 11;
                     let tensor = Tensor::new(rank as u32, input(rank, generation, length));
+                    progress.enter(rank, generation as u64, "all-reduce");
                     let output = communicator
                         .all_reduce(rank, tensor, operation(generation))
                         .unwrap_or_else(|error| panic!("rank {rank} gen {generation}: {error}"));
+                    progress.leave(rank);
                     let inputs: Vec<Vec<i64>> =
                         (0..WORLD).map(|r| input(r, generation, length)).collect();
                     assert_eq!(
@@ -73,6 +86,12 @@ fn thousands_of_generations_with_fast_reentry_deliver_each_generations_own_reduc
 
 #[test]
 fn panicking_drops_and_faults_strand_nobody_and_every_rank_agrees() {
+    let progress = common::Progress::default();
+    let _watchdog = common::Watchdog::arm(
+        "panicking_drops_and_faults_strand_nobody_and_every_rank_agrees",
+        TEST_LIMIT,
+        progress.clone(),
+    );
     const WORLD: usize = 3;
     const GENERATIONS: usize = 600;
     let (device, communicator) = shared(WORLD);
@@ -81,8 +100,10 @@ fn panicking_drops_and_faults_strand_nobody_and_every_rank_agrees() {
         .map(|rank| {
             let communicator = Arc::clone(&communicator);
             let results = results.clone();
+            let progress = progress.clone();
             thread::spawn(move || {
                 for generation in 0..GENERATIONS {
+                    progress.enter(rank, generation as u64, "all-reduce(sum)");
                     let values = input(rank, generation, 5);
                     // Every 7th generation, rank 1's tensor panics when dropped.
                     let tensor = if rank == 1 && generation % 7 == 3 {
@@ -94,6 +115,7 @@ fn panicking_drops_and_faults_strand_nobody_and_every_rank_agrees() {
                         .all_reduce(rank, tensor, ReduceOperation::Sum)
                         .map(Tensor::into_values)
                         .map_err(|error| error.to_string());
+                    progress.leave(rank);
                     results.send((rank, generation, outcome)).unwrap();
                 }
             })
@@ -146,6 +168,12 @@ fn panicking_drops_and_faults_strand_nobody_and_every_rank_agrees() {
 
 #[test]
 fn abort_releases_ranks_waiting_for_stragglers() {
+    let progress = common::Progress::default();
+    let _watchdog = common::Watchdog::arm(
+        "abort_releases_ranks_waiting_for_stragglers",
+        TEST_LIMIT,
+        progress.clone(),
+    );
     let (_, communicator) = shared(3);
     let waiting: Vec<_> = (0..2)
         .map(|rank| {
@@ -174,6 +202,12 @@ fn abort_releases_ranks_waiting_for_stragglers() {
 
 #[test]
 fn abort_while_the_device_hangs_releases_the_waiters_and_discards_the_run() {
+    let progress = common::Progress::default();
+    let _watchdog = common::Watchdog::arm(
+        "abort_while_the_device_hangs_releases_the_waiters_and_discards_the_run",
+        TEST_LIMIT,
+        progress.clone(),
+    );
     const WORLD: usize = 3;
     let (device, communicator) = shared(WORLD);
     device.hang();
@@ -214,6 +248,12 @@ fn abort_while_the_device_hangs_releases_the_waiters_and_discards_the_run() {
 
 #[test]
 fn abort_racing_with_completion_never_splits_a_generation() {
+    let progress = common::Progress::default();
+    let _watchdog = common::Watchdog::arm(
+        "abort_racing_with_completion_never_splits_a_generation",
+        TEST_LIMIT,
+        progress.clone(),
+    );
     const WORLD: usize = 3;
     for attempt in 0..200 {
         let (_, communicator) = shared(WORLD);
@@ -259,6 +299,12 @@ fn abort_racing_with_completion_never_splits_a_generation() {
 
 #[test]
 fn a_timeout_while_the_schedule_hangs_reaches_every_rank_and_names_no_straggler() {
+    let progress = common::Progress::default();
+    let _watchdog = common::Watchdog::arm(
+        "a_timeout_while_the_schedule_hangs_reaches_every_rank_and_names_no_straggler",
+        TEST_LIMIT,
+        progress.clone(),
+    );
     const WORLD: usize = 2;
     let (device, communicator) = shared(WORLD);
     device.hang();
@@ -297,6 +343,12 @@ fn a_timeout_while_the_schedule_hangs_reaches_every_rank_and_names_no_straggler(
 
 #[test]
 fn ranks_timing_out_together_report_the_same_error() {
+    let progress = common::Progress::default();
+    let _watchdog = common::Watchdog::arm(
+        "ranks_timing_out_together_report_the_same_error",
+        TEST_LIMIT,
+        progress.clone(),
+    );
     const WORLD: usize = 4;
     let (_, communicator) = shared(WORLD);
     let handles: Vec<_> = (0..WORLD - 1)
@@ -328,6 +380,12 @@ fn ranks_timing_out_together_report_the_same_error() {
 
 #[test]
 fn a_generous_timeout_does_not_fire() {
+    let progress = common::Progress::default();
+    let _watchdog = common::Watchdog::arm(
+        "a_generous_timeout_does_not_fire",
+        TEST_LIMIT,
+        progress.clone(),
+    );
     const WORLD: usize = 3;
     let (_, communicator) = shared(WORLD);
     for generation in 0..50 {
@@ -353,6 +411,12 @@ fn a_generous_timeout_does_not_fire() {
 
 #[test]
 fn a_second_call_for_a_busy_rank_is_refused_and_the_first_completes() {
+    let progress = common::Progress::default();
+    let _watchdog = common::Watchdog::arm(
+        "a_second_call_for_a_busy_rank_is_refused_and_the_first_completes",
+        TEST_LIMIT,
+        progress.clone(),
+    );
     // Thread A deposits rank 0 into generation 0 and waits for rank 1; a second call for rank 0
     // is refused at once (one thread per rank) and A's generation completes normally.
     const WORLD: usize = 2;
@@ -386,6 +450,12 @@ fn a_second_call_for_a_busy_rank_is_refused_and_the_first_completes() {
 
 #[test]
 fn a_rank_running_ahead_times_out_naming_the_ranks_missing_from_its_generation() {
+    let progress = common::Progress::default();
+    let _watchdog = common::Watchdog::arm(
+        "a_rank_running_ahead_times_out_naming_the_ranks_missing_from_its_generation",
+        TEST_LIMIT,
+        progress.clone(),
+    );
     // Generation 0 completes; rank 0 goes ahead into generation 1 and rank 1 never calls.
     const WORLD: usize = 2;
     let (_, communicator) = shared(WORLD);
@@ -418,6 +488,12 @@ fn a_rank_running_ahead_times_out_naming_the_ranks_missing_from_its_generation()
 
 #[test]
 fn wait_stats_count_published_generations_and_parks() {
+    let progress = common::Progress::default();
+    let _watchdog = common::Watchdog::arm(
+        "wait_stats_count_published_generations_and_parks",
+        TEST_LIMIT,
+        progress.clone(),
+    );
     // Rank 1 comes late enough that rank 0 exhausts its polls and parks.
     const WORLD: usize = 2;
     let (_, communicator) = shared(WORLD);

@@ -6,7 +6,95 @@ use ruccl_core::{
     NativeCollectiveDevice, NativeCollectiveError, Plan, ReduceOperation, Step, TensorInfo,
 };
 use std::collections::BTreeMap;
+use std::fmt::Display;
+use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::{Arc, Condvar, Mutex, Once};
+use std::time::Duration;
+
+/// How long one generation of a test may take before its [`Watchdog`] fails the test binary. A
+/// healthy generation here takes microseconds to milliseconds, even in a debug build on a loaded
+/// machine; a lost wake-up never ends.
+pub const GENERATION_LIMIT: Duration = Duration::from_secs(20);
+
+/// Where each rank of a test is: which call it is inside and in which generation.
+#[derive(Clone, Default)]
+pub struct Progress(Arc<Mutex<BTreeMap<usize, String>>>);
+
+impl Progress {
+    /// Rank `rank` enters `what` of generation `generation`.
+    pub fn enter(&self, rank: usize, generation: u64, what: impl Display) {
+        let mut ranks = self
+            .0
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        ranks.insert(
+            rank,
+            format!("rank {rank} in generation {generation} ({what})"),
+        );
+    }
+
+    /// Rank `rank` has returned from its call.
+    pub fn leave(&self, rank: usize) {
+        let mut ranks = self
+            .0
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        ranks.remove(&rank);
+    }
+
+    fn stuck(&self) -> String {
+        let ranks = self
+            .0
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if ranks.is_empty() {
+            "no rank is inside a call".to_owned()
+        } else {
+            ranks.values().cloned().collect::<Vec<_>>().join("; ")
+        }
+    }
+}
+
+/// Fails the whole test binary — with the ranks still inside a call and their generations — if
+/// the section it guards has not ended within its limit: a slip that loses a wake-up fails in
+/// seconds, naming who waits, instead of hanging until an outer timeout.
+pub struct Watchdog {
+    disarm: Option<mpsc::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Watchdog {
+    /// Guard `what` for `limit`, reporting `progress` if it fires.
+    pub fn arm(what: impl Display, limit: Duration, progress: Progress) -> Self {
+        let (disarm, disarmed) = mpsc::channel::<()>();
+        let what = what.to_string();
+        let thread = std::thread::spawn(move || {
+            if let Err(RecvTimeoutError::Timeout) = disarmed.recv_timeout(limit) {
+                // Straight to the process's stderr: the test harness captures `eprintln!` of the
+                // test's threads, and the capture dies with the process.
+                let report = format!(
+                    "\nwatchdog: {what} still running after {limit:?}; stuck: {}\n",
+                    progress.stuck()
+                );
+                let _ = std::io::Write::write_all(&mut std::io::stderr(), report.as_bytes());
+                std::process::exit(101);
+            }
+        });
+        Self {
+            disarm: Some(disarm),
+            thread: Some(thread),
+        }
+    }
+}
+
+impl Drop for Watchdog {
+    fn drop(&mut self) {
+        drop(self.disarm.take());
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
 
 /// Where a scripted fault fires.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -373,16 +461,27 @@ pub fn run_generation<D>(
 where
     D: NativeCollectiveDevice<Tensor = Tensor>,
 {
+    let progress = Progress::default();
+    let generation = communicator.wait_stats().generations;
+    let _watchdog = Watchdog::arm(
+        "an all-reduce generation",
+        GENERATION_LIMIT,
+        progress.clone(),
+    );
     std::thread::scope(|scope| {
         let handles: Vec<_> = inputs
             .into_iter()
             .zip(operations)
             .enumerate()
             .map(|(rank, (tensor, &operation))| {
+                let progress = progress.clone();
                 scope.spawn(move || {
-                    communicator
+                    progress.enter(rank, generation, format!("all-reduce({operation})"));
+                    let delivered = communicator
                         .all_reduce(rank, tensor, operation)
-                        .map(Tensor::into_values)
+                        .map(Tensor::into_values);
+                    progress.leave(rank);
+                    delivered
                 })
             })
             .collect();
@@ -411,13 +510,24 @@ pub fn run_requests<D>(
 where
     D: NativeCollectiveDevice<Tensor = Tensor>,
 {
+    let progress = Progress::default();
+    let generation = communicator.wait_stats().generations;
+    let _watchdog = Watchdog::arm("a generation", GENERATION_LIMIT, progress.clone());
     std::thread::scope(|scope| {
         let handles: Vec<_> = inputs
             .into_iter()
             .zip(asks)
             .enumerate()
             .map(|(rank, (tensor, ask))| {
+                let progress = progress.clone();
                 scope.spawn(move || {
+                    let what = match &ask {
+                        Ask::Built(collective, algorithm) => {
+                            format!("{collective} via {algorithm}")
+                        }
+                        Ask::Custom(plan) => format!("a custom plan of {}", plan.collective()),
+                    };
+                    progress.enter(rank, generation, what);
                     let delivered = match ask.clone() {
                         Ask::Built(collective, algorithm) => communicator.collective(
                             rank,
@@ -427,6 +537,7 @@ where
                         ),
                         Ask::Custom(plan) => communicator.run_plan(rank, tensor, plan, None),
                     };
+                    progress.leave(rank);
                     delivered.map(Tensor::into_values)
                 })
             })
