@@ -9,7 +9,7 @@
 //! | module                  | target              | checks                                                 |
 //! |-------------------------|---------------------|--------------------------------------------------------|
 //! | [`plans`]               | `plans`             | `Plan::new`, `Plan::from_parts` and `verify` vs a brute-force element simulator; accepted plans on the device |
-//! | [`sim_contract`]        | `sim_contract`      | `SimDevice` vs a sequential model of the v2 contract, or a typed error |
+//! | [`sim_contract`]        | `sim_contract`      | `SimDevice` vs a sequential model of the v3 contract, or a typed error |
 //! | [`rendezvous_script`]   | `rendezvous_script` | DESIGN.md's properties for mixed collectives under mismatches, faults, aborts, timeouts |
 //! | [`fault_spec_parse`]    | `fault_spec_parse`  | fault spec/plan text: no panic, canonical round trip    |
 //! | [`registry_ops`]        | `registry_ops`      | the registry's sharing and replacement rules            |

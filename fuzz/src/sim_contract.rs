@@ -1,24 +1,28 @@
-//! Target `sim_contract`: the v2 executor contract on [`SimDevice`], call by call, against a
+//! Target `sim_contract`: the executor contract (v3) on [`SimDevice`], call by call, against a
 //! sequential model of the contract.
 //!
 //! An input decodes to device settings (in place or not, traffic recorded or not, one unsupported
-//! operation), a plan (any collective and built-in algorithm, or a custom copy of one), devices and
-//! inputs that may break `begin`'s rules (too many or too few, on the wrong device, of another
-//! type or length), then up to [`MAX_STEPS`] `exchange` calls — the plan's own steps or arbitrary
-//! ones: general transfers between any ranks (outside the world and to itself included), ranges
-//! inverted, out of bounds or huge, overlapping sources, double writes, duplicate sources,
-//! combining or overwriting — and a `finish` with the plan or another one.
+//! operation), a plan (any of the eight collectives with any operation and root, a built-in
+//! algorithm or a custom copy of one), devices and inputs that may break `begin`'s rules (too many
+//! or too few, on the wrong device, of another type or length), then up to [`MAX_STEPS`]
+//! `exchange` calls — the plan's own steps or arbitrary ones: general transfers between any ranks
+//! (outside the world included) or local copies, landing where they are read or elsewhere;
+//! ranges inverted, out of bounds or huge, targets past the buffers or overflowing; overlapping
+//! sources, double writes, duplicate sources; combining or overwriting — and a `finish` with the
+//! plan or another one.
 //!
 //! Every call either returns a [`SimError`] naming a rule the call really broke (and then changes
 //! nothing), or does what the contract says. The typed errors are judged here (every rule a call
-//! breaks, computed from the call); the values by the sim crate's public plan interpreter
-//! ([`run_steps`]) over the steps the device accepted, bit for bit (a NaN matching any NaN;
-//! `Mean` on floats within one rounding): every transfer reads the state before the step, a
-//! combining step folds in ascending rank order with the receiver's own value at its own position
-//! (non-reducing collectives fold as `Sum`), elements outside the placements start as zeros.
-//! `finish` returns rank `r`'s output range on `devices[r]` and records the generation's
-//! successful steps in the ledger when the device records traffic; given a plan of another
-//! collective, world or layout it answers `PlanChanged`.
+//! breaks, computed from the call; a step's as `SimError::Step` of the core's [`StepViolation`]
+//! vocabulary); the values by the sim crate's public plan interpreter ([`run_steps`]) over the
+//! steps the device accepted, bit for bit (a NaN matching any NaN; `Mean` on floats within one
+//! rounding): every transfer, a local copy too, reads the state before the step and lands at
+//! `at..at + len`; a combining step folds the senders below the receiver in ascending order, its
+//! own value, a value it copies to itself, then the senders above (non-reducing collectives fold
+//! as `Sum`); elements outside the placements start as zeros. `finish` returns rank `r`'s output
+//! range on `devices[r]` (empty for every rank but the root of a reduce or gather) and records
+//! the generation's successful steps in the ledger when the device records traffic; given a plan
+//! of another collective, world or layout it answers `PlanChanged`.
 //!
 //! Floats have any bit pattern (NaNs, infinities, signed zeros, subnormals), so a fold in another
 //! order shows in the bits. Once the case's values are all dropped, the device's census reads zero
@@ -27,7 +31,8 @@
 use crate::bytes::{Reader, Writer};
 use crate::values::{RawSource, any_values, same_bits};
 use ruccl_core::{
-    Algorithm, Collective, DeviceId, NativeCollectiveDevice, Plan, ReduceOperation, Step, Transfer,
+    Algorithm, Collective, DeviceId, NativeCollectiveDevice, Plan, ReduceOperation, Step,
+    StepViolation, Transfer,
 };
 use ruccl_sim::conformance::interpret::{compare_bits, run_steps};
 use ruccl_sim::{ElementType, SimDevice, SimError, SimPrepared, SimTensor, StepTraffic};
@@ -75,8 +80,9 @@ pub struct ContractCase {
     pub seed: u64,
 }
 
-/// A plan: built in, or a custom copy of the ring plan; a request the core refuses falls back to
-/// the ring all-reduce of the same world and length.
+/// A plan: built in, or a custom copy of the ring plan; a request the algorithm has no plan for
+/// (halving-doubling on a world that is not a power of two, all-to-all but by direct) falls back
+/// to the direct plan of the same collective.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PlanChoice {
     /// The collective.
@@ -97,18 +103,11 @@ impl PlanChoice {
             Algorithm::Custom => Algorithm::Ring,
             other => other,
         };
-        let plan = Plan::new(self.collective, fixed, world, input_len).or_else(|_| {
-            let operation = self.collective.operation().unwrap_or(ReduceOperation::Sum);
-            Plan::new(
-                Collective::AllReduce(operation),
-                Algorithm::Ring,
-                world,
-                input_len,
-            )
-        });
+        let plan = Plan::new(self.collective, fixed, world, input_len)
+            .or_else(|_| Plan::new(self.collective, Algorithm::Direct, world, input_len));
         let plan = match plan {
             Ok(plan) => plan,
-            Err(error) => panic!("no ring all-reduce for {self:?}: {error}"),
+            Err(error) => panic!("no direct plan for {self:?}: {error}"),
         };
         if self.algorithm == Algorithm::Custom {
             Plan::from_parts(plan.clone().into_parts())
@@ -120,16 +119,15 @@ impl PlanChoice {
 
     fn decode(reader: &mut Reader<'_>) -> Self {
         let world = reader.between(1, MAX_WORLD);
-        let collective = match reader.below(4) {
-            0 => Collective::AllReduce(reader.pick(&ReduceOperation::ALL)),
-            1 => Collective::ReduceScatter(reader.pick(&ReduceOperation::ALL)),
-            2 => Collective::AllGather,
-            _ => Collective::Broadcast {
-                root: reader.below(world),
-            },
-        };
+        let mut collective = reader.pick(&Collective::KINDS);
+        if collective.operation().is_some() {
+            collective = collective.with_operation(reader.pick(&ReduceOperation::ALL));
+        }
+        if collective.root().is_some() {
+            collective = collective.with_root(reader.below(world));
+        }
         let mut input_len = reader.below(MAX_LEN + 1);
-        if matches!(collective, Collective::ReduceScatter(_)) {
+        if in_blocks(collective) {
             input_len = input_len.next_multiple_of(world);
         }
         Self {
@@ -142,25 +140,34 @@ impl PlanChoice {
 
     fn encode(&self, writer: &mut Writer) {
         writer.between(self.world, 1, MAX_WORLD);
-        match self.collective {
-            Collective::AllReduce(operation) => {
-                writer.below(0, 4);
-                writer.pick(&operation, &ReduceOperation::ALL);
-            }
-            Collective::ReduceScatter(operation) => {
-                writer.below(1, 4);
-                writer.pick(&operation, &ReduceOperation::ALL);
-            }
-            Collective::AllGather => writer.below(2, 4),
-            Collective::Broadcast { root } => {
-                writer.below(3, 4);
-                writer.below(root, self.world);
-            }
-            other => panic!("no encoding for {other}"),
+        let kind = Collective::KINDS
+            .iter()
+            .position(|kind| {
+                kind.with_operation(ReduceOperation::Sum).with_root(0)
+                    == self
+                        .collective
+                        .with_operation(ReduceOperation::Sum)
+                        .with_root(0)
+            })
+            .unwrap_or_else(|| panic!("no encoding for {}", self.collective));
+        writer.below(kind, Collective::KINDS.len());
+        if let Some(operation) = self.collective.operation() {
+            writer.pick(&operation, &ReduceOperation::ALL);
+        }
+        if let Some(root) = self.collective.root() {
+            writer.below(root, self.world);
         }
         writer.below(self.input_len, MAX_LEN + 1);
         writer.pick(&self.algorithm, &ALGORITHMS);
     }
+}
+
+/// Whether the collective takes `W` equal blocks per rank (reduce-scatter, scatter, all-to-all).
+fn in_blocks(collective: Collective) -> bool {
+    matches!(
+        collective,
+        Collective::ReduceScatter(_) | Collective::Scatter { .. } | Collective::AllToAll
+    )
 }
 
 /// How one input deviates from the plan's shape.
@@ -342,7 +349,19 @@ fn decode_step(reader: &mut Reader<'_>, world: usize, buffer_len: usize) -> Step
                 1 => usize::MAX - reader.below(reach),
                 _ => start + reader.below(4),
             };
-            Transfer::new(from, to, start..end)
+            // Usually the v2 meaning (the same indices on both ranks); else anywhere a little
+            // past the buffer, or so far that the target's end overflows.
+            let at = match reader.below(8) {
+                0 => reader.below(reach),
+                1 => usize::MAX - reader.below(reach),
+                _ => start,
+            };
+            Transfer {
+                from,
+                to,
+                range: start..end,
+                at,
+            }
         })
         .collect();
     StepPlan::Explicit(Step { combine, transfers })
@@ -361,6 +380,16 @@ fn encode_step(writer: &mut Writer, step: &StepPlan, world: usize, buffer_len: u
     writer.flag(step.combine);
     let reach = reach(buffer_len);
     writer.below(step.transfers.len(), MAX_TRANSFERS + 1);
+    // A position a little past the buffer, or one near `usize::MAX`.
+    let far = |writer: &mut Writer, value: usize| {
+        if value < reach {
+            writer.below(0, 8);
+            writer.below(value, reach);
+        } else {
+            writer.below(1, 8);
+            writer.below(usize::MAX - value, reach);
+        }
+    };
     for transfer in &step.transfers {
         writer.below(transfer.from, world + 2);
         writer.below(transfer.to, world + 2);
@@ -369,12 +398,13 @@ fn encode_step(writer: &mut Writer, step: &StepPlan, world: usize, buffer_len: u
         if range.end >= range.start && range.end - range.start < 4 {
             writer.below(2, 8);
             writer.below(range.end - range.start, 4);
-        } else if range.end < reach {
-            writer.below(0, 8);
-            writer.below(range.end, reach);
         } else {
-            writer.below(1, 8);
-            writer.below(usize::MAX - range.end, reach);
+            far(writer, range.end);
+        }
+        if transfer.at == range.start {
+            writer.below(2, 8);
+        } else {
+            far(writer, transfer.at);
         }
     }
 }
@@ -509,7 +539,7 @@ fn run_calls(case: &ContractCase) -> SimDevice {
                 accepted.push(step);
             }
             Err(error) => assert!(
-                broken.contains(&error),
+                broken.names(&error),
                 "exchange {index} {step:?} refused with {error:?}; it breaks only {broken:?}"
             ),
         }
@@ -641,53 +671,104 @@ fn begin_violations(
     broken
 }
 
-/// Every error `exchange` may rightly return for `step`; empty when it is valid. A malformed
-/// transfer (a rank outside the world, a rank sending to itself, a range inverted or past the
-/// buffers — empty ones too) is reported before a second writer of an element.
-fn step_violations(step: &Step, world: usize, buffer_len: usize) -> Vec<SimError> {
-    let mut broken = Vec::new();
+/// What is wrong with a step, by the contract's rules for a step (DESIGN.md, contract v3),
+/// computed here from the transfers themselves: every `exchange` refusal must name one of these.
+#[derive(Clone, Debug, Default)]
+struct StepBreaks {
+    /// Malformed transfers: a rank outside the world (`NoSuchRank`), a range inverted or a source
+    /// or target leaving the buffers (`OutOfBounds`, empty ranges included).
+    malformed: Vec<StepViolation>,
+    /// `(receiver, element, senders)` for every element an overwriting step writes more than
+    /// once (one entry per writing transfer, so a sender may repeat).
+    double_writes: Vec<(usize, usize, Vec<usize>)>,
+    /// `(receiver, element, sender)` for every element a combining step folds one sender into
+    /// more than once (a local copy's sender is the receiver).
+    duplicate_sources: Vec<(usize, usize, usize)>,
+}
+
+impl StepBreaks {
+    /// Whether the step breaks no rule.
+    fn is_empty(&self) -> bool {
+        self.malformed.is_empty()
+            && self.double_writes.is_empty()
+            && self.duplicate_sources.is_empty()
+    }
+
+    /// Whether `error` names one of the breaks. A malformed transfer is reported before a second
+    /// writer of an element (which needs well-formed transfers to be defined at all).
+    fn names(&self, error: &SimError) -> bool {
+        let SimError::Step(violation) = error else {
+            return false;
+        };
+        if !self.malformed.is_empty() {
+            return self.malformed.contains(violation);
+        }
+        match violation {
+            StepViolation::DoubleWrite {
+                rank,
+                element,
+                first,
+                second,
+            } => self.double_writes.iter().any(|(to, at, senders)| {
+                let count = |sender: &usize| senders.iter().filter(|&s| s == sender).count();
+                (to, at) == (rank, element)
+                    && count(first) >= 1
+                    && count(second) >= 1
+                    && (first != second || count(first) >= 2)
+            }),
+            StepViolation::DuplicateSource {
+                rank,
+                element,
+                from,
+            } => self.duplicate_sources.contains(&(*rank, *element, *from)),
+            _ => false,
+        }
+    }
+}
+
+/// Every rule `step` breaks on `world` ranks with buffers of `buffer_len` elements: a transfer
+/// reads `range` of `from`'s buffer and lands at `at..at + len` of `to`'s (`from == to`: a local
+/// copy, allowed); both ranks in the world; the range not inverted; source and target inside the
+/// buffers; an overwriting step writes each element at most once, a combining step folds each
+/// sender into an element at most once.
+fn step_violations(step: &Step, world: usize, buffer_len: usize) -> StepBreaks {
+    let mut broken = StepBreaks::default();
     for (number, transfer) in step.transfers.iter().enumerate() {
         for rank in [transfer.from, transfer.to] {
             if rank >= world {
-                broken.push(SimError::NoSuchRank {
+                broken.malformed.push(StepViolation::NoSuchRank {
                     transfer: number,
                     rank,
                     world,
                 });
             }
         }
-        if transfer.from == transfer.to {
-            broken.push(SimError::SelfTransfer {
+        let (start, end, at) = (transfer.range.start, transfer.range.end, transfer.at);
+        let length = end.saturating_sub(start);
+        let target_inside = at
+            .checked_add(length)
+            .is_some_and(|target_end| target_end <= buffer_len);
+        if start > end || end > buffer_len || !target_inside {
+            broken.malformed.push(StepViolation::OutOfBounds {
                 transfer: number,
-                rank: transfer.from,
-            });
-        }
-        let (start, end) = (transfer.range.start, transfer.range.end);
-        if start > end {
-            broken.push(SimError::InvertedRange {
-                transfer: number,
+                from: transfer.from,
+                to: transfer.to,
                 start,
                 end,
-            });
-        }
-        if end > buffer_len {
-            broken.push(SimError::RangeOutOfBounds {
-                transfer: number,
-                start,
-                end,
+                at,
                 buffer_len,
             });
         }
     }
-    if !broken.is_empty() {
+    if !broken.malformed.is_empty() {
         return broken;
     }
-    // Who writes each (receiver, element).
+    // Who writes each (receiver, element), in transfer order.
     let mut writers: BTreeMap<(usize, usize), Vec<usize>> = BTreeMap::new();
     for transfer in &step.transfers {
-        for element in transfer.range.clone() {
+        for target in transfer.target() {
             writers
-                .entry((transfer.to, element))
+                .entry((transfer.to, target))
                 .or_default()
                 .push(transfer.from);
         }
@@ -695,18 +776,14 @@ fn step_violations(step: &Step, world: usize, buffer_len: usize) -> Vec<SimError
     for ((rank, element), mut senders) in writers {
         if !step.combine {
             if senders.len() > 1 {
-                broken.push(SimError::DoubleWrite { rank, element });
+                broken.double_writes.push((rank, element, senders));
             }
             continue;
         }
         senders.sort_unstable();
         for pair in senders.windows(2) {
             if pair[0] == pair[1] {
-                broken.push(SimError::DuplicateSource {
-                    rank,
-                    element,
-                    from: pair[0],
-                });
+                broken.duplicate_sources.push((rank, element, pair[0]));
             }
         }
     }
@@ -743,6 +820,12 @@ pub fn seeds() -> Vec<(&'static str, ContractCase)> {
             .collect::<Vec<_>>()
     };
     let t = |from, to, range| Transfer::new(from, to, range);
+    let at = |from, to, range, at| Transfer {
+        from,
+        to,
+        range,
+        at,
+    };
     let explicit = |combine, transfers| StepPlan::Explicit(Step { combine, transfers });
     vec![
         (
@@ -914,6 +997,83 @@ pub fn seeds() -> Vec<(&'static str, ContractCase)> {
                 ..case(choice(AllReduce(Sum), Algorithm::Ring, 2, 2), I32, whole(2))
             },
         ),
+        // Contract v3: the four new collectives run whole, transfers that land elsewhere, local
+        // copies and folds, and the step rules they can break.
+        (
+            "direct_all_to_all_in_place",
+            case(choice(AllToAll, Algorithm::Direct, 3, 6), I32, whole(1)),
+        ),
+        (
+            "all_to_all_by_ring_falls_back_to_direct",
+            case(choice(AllToAll, Algorithm::Ring, 2, 4), U64, whole(1)),
+        ),
+        (
+            "ring_reduce_max_to_root_two",
+            case(
+                choice(Reduce { op: Max, root: 2 }, Algorithm::Ring, 4, 7),
+                F32,
+                whole(4),
+            ),
+        ),
+        (
+            "custom_reduce_mean",
+            case(
+                choice(Reduce { op: Mean, root: 1 }, Algorithm::Custom, 3, 4),
+                I64,
+                whole(3),
+            ),
+        ),
+        (
+            "halving_doubling_gather_out_of_place",
+            ContractCase {
+                in_place: false,
+                ..case(
+                    choice(Gather { root: 1 }, Algorithm::HalvingDoubling, 4, 2),
+                    U8,
+                    whole(2),
+                )
+            },
+        ),
+        (
+            "ring_scatter_f16",
+            case(
+                choice(Scatter { root: 0 }, Algorithm::Ring, 3, 6),
+                F16,
+                whole(2),
+            ),
+        ),
+        (
+            "local_copies_and_blocks_landing_elsewhere",
+            case(
+                choice(AllGather, Algorithm::Direct, 3, 2),
+                F64,
+                vec![
+                    // Rank 0 moves three elements one place up (onto its own source) while rank
+                    // 1's elements 2..4 land at rank 0's 4..6.
+                    explicit(false, vec![at(0, 0, 0..3, 1), at(1, 0, 2..4, 4)]),
+                    // Rank 1 folds rank 0's, its own, its own elements 0..2 and rank 2's.
+                    explicit(
+                        true,
+                        vec![at(2, 1, 0..2, 4), at(1, 1, 0..2, 4), at(0, 1, 4..6, 4)],
+                    ),
+                ],
+            ),
+        ),
+        (
+            "targets_out_of_bounds_double_writes_and_duplicate_local_sources",
+            case(
+                choice(AllReduce(Sum), Algorithm::Ring, 2, 3),
+                F32,
+                vec![
+                    explicit(false, vec![at(0, 1, 0..2, 2)]),
+                    explicit(false, vec![at(0, 1, 0..1, usize::MAX)]),
+                    explicit(false, vec![at(0, 1, 0..2, 0), at(1, 1, 1..3, 1)]),
+                    explicit(true, vec![at(1, 1, 0..1, 2), at(1, 1, 2..3, 2)]),
+                    explicit(true, vec![at(0, 1, 0..2, 1)]),
+                    explicit(false, vec![at(1, 0, Range { start: 2, end: 1 }, 0)]),
+                ],
+            ),
+        ),
     ]
 }
 
@@ -966,9 +1126,12 @@ const NAN_SEED: u64 = 9;
 
 #[cfg(test)]
 mod tests {
-    use super::{ContractCase, NAN_SEED, regressions, seeds};
+    use super::{
+        ContractCase, NAN_SEED, StepBreaks, StepPlan, regressions, seeds, step_violations,
+    };
     use crate::bytes::Reader;
     use crate::values::{RawSource, any_values};
+    use ruccl_core::{Step, StepViolation};
     use ruccl_sim::{ElementType, HostValues};
 
     #[test]
@@ -980,6 +1143,41 @@ mod tests {
                 "{name}"
             );
         }
+    }
+
+    /// The v3 seeds' explicit steps are valid or break the rules their names say.
+    #[test]
+    fn the_v3_step_seeds_break_what_they_say() {
+        let steps_of = |name: &str| -> Vec<Step> {
+            let Some((_, case)) = seeds().into_iter().find(|(seed, _)| *seed == name) else {
+                panic!("no seed {name}");
+            };
+            case.steps
+                .into_iter()
+                .filter_map(|step| match step {
+                    StepPlan::Explicit(step) => Some(step),
+                    StepPlan::Planned { .. } => None,
+                })
+                .collect()
+        };
+        for step in steps_of("local_copies_and_blocks_landing_elsewhere") {
+            assert!(step_violations(&step, 3, 6).is_empty(), "{step:?}");
+        }
+        let breaks: Vec<StepBreaks> =
+            steps_of("targets_out_of_bounds_double_writes_and_duplicate_local_sources")
+                .iter()
+                .map(|step| step_violations(step, 2, 3))
+                .collect();
+        let out_of_bounds = |index: usize| {
+            matches!(
+                breaks[index].malformed.as_slice(),
+                [StepViolation::OutOfBounds { .. }]
+            )
+        };
+        assert!(out_of_bounds(0) && out_of_bounds(1) && out_of_bounds(5));
+        assert_eq!(breaks[2].double_writes, vec![(1, 1, vec![0, 1])]);
+        assert_eq!(breaks[3].duplicate_sources, vec![(1, 2, 1)]);
+        assert!(breaks[4].is_empty());
     }
 
     #[test]

@@ -1,15 +1,18 @@
-//! A brute-force, element-level simulator of [`PlanParts`], written from DESIGN.md's contract and
-//! independent of the core's symbolic checker: what the `plans` target judges `verify` by.
+//! A brute-force, element-level simulator of [`PlanParts`], written from DESIGN.md's contract
+//! (v3) and independent of the core's symbolic checker: what the `plans` target judges `verify` by.
 //!
 //! Every element of every rank's buffer holds a [`Value`]: nothing yet, or the tree of the
 //! contract's folds over input elements. A step is run literally as the contract words it — read
-//! every transfer's range from a copy of the state before the step; per receiving element, either
-//! the one value an overwriting step delivers, or the fold, from the left, of the received values
-//! and the receiver's own in ascending rank order — and every defect of the first stage that has
-//! one is collected (not only the first): the layout, then each step in turn, then the outputs'
-//! contents, then (all-reduce) whether every rank's output is the same tree as rank 0's. A plan
-//! is correct exactly when no stage has a defect; a refusal is right exactly when it names one of
-//! the defects of that stage ([`Examination::names`]).
+//! every transfer's range from a copy of the state before the step and deliver it element by
+//! element to `at..at + len` of the receiver (the sender itself for a local copy); per receiving
+//! element, either the one value an overwriting step delivers, or the fold, from the left, of the
+//! received values and the receiver's own in ascending rank order (the receiver's own value at its
+//! own position, so a value it copies to itself comes right after it) — and every defect of the
+//! first stage that has one is collected (not only the first): the layout, then each step in turn
+//! (its malformed transfers first, then what it reads and writes), then the outputs' contents,
+//! then (all-reduce) whether every rank's output is the same tree as rank 0's. A plan is correct
+//! exactly when no stage has a defect; a refusal is right exactly when it names one of the
+//! defects of that stage ([`Examination::names`]).
 //!
 //! Trees hold at most `W` leaves: a fold that would hold more is [`Value::Overfull`], which no
 //! correct output can hold (a reduction has `W` contributions, a copy one), so the trees stay
@@ -85,8 +88,9 @@ pub enum Defect {
         /// How many the plan lists.
         actual: usize,
     },
-    /// The collective cannot take this input on this world (a broadcast root outside it, a
-    /// reduce-scatter input not in `W` equal blocks, an all-gather output beyond `usize`).
+    /// The collective cannot take this input on this world (a root outside it, a reduce-scatter,
+    /// scatter or all-to-all input not in `W` equal blocks, an all-gather or gather output beyond
+    /// `usize`).
     Impossible,
     /// A rank's input does not fit its buffer where it is placed.
     PlacementOutOfBounds {
@@ -131,16 +135,8 @@ pub enum Defect {
         /// The world.
         world: usize,
     },
-    /// A transfer from a rank to itself.
-    SelfTransfer {
-        /// The step.
-        step: usize,
-        /// The transfer's index in the step.
-        transfer: usize,
-        /// The rank.
-        rank: usize,
-    },
-    /// A transfer's range is inverted or leaves the buffers.
+    /// A transfer's range is inverted, or its source or its target (`at..at + len`) leaves the
+    /// buffers.
     OutOfBounds {
         /// The step.
         step: usize,
@@ -154,6 +150,8 @@ pub enum Defect {
         start: usize,
         /// Its range's end.
         end: usize,
+        /// Where it lands on the receiver.
+        at: usize,
         /// The buffer length.
         buffer_len: usize,
     },
@@ -286,18 +284,6 @@ impl Defect {
                 },
             ) => (step, transfer, rank, world) == (s, t, r, w),
             (
-                Defect::SelfTransfer {
-                    step,
-                    transfer,
-                    rank,
-                },
-                V::SelfTransfer {
-                    step: s,
-                    transfer: t,
-                    rank: r,
-                },
-            ) => (step, transfer, rank) == (s, t, r),
-            (
                 Defect::OutOfBounds {
                     step,
                     transfer,
@@ -305,6 +291,7 @@ impl Defect {
                     to,
                     start,
                     end,
+                    at,
                     buffer_len,
                 },
                 V::TransferOutOfBounds {
@@ -314,9 +301,10 @@ impl Defect {
                     to: o,
                     start: a,
                     end: e,
+                    at: l,
                     buffer_len: b,
                 },
-            ) => (step, transfer, from, to, start, end, buffer_len) == (s, t, f, o, a, e, b),
+            ) => (step, transfer, from, to, start, end, at, buffer_len) == (s, t, f, o, a, e, l, b),
             (
                 Defect::ReadBeforeWrite {
                     step,
@@ -422,18 +410,41 @@ impl Examination {
     }
 }
 
-/// The elements of every rank's output for `input_len` elements per rank, or `None` where the
-/// collective cannot take them (DESIGN.md's table of collectives).
-pub fn output_len(collective: Collective, world: usize, input_len: usize) -> Option<usize> {
+/// The elements of rank `rank`'s output for `input_len` elements per rank, or `None` where the
+/// collective cannot take them (DESIGN.md's tables of collectives, v2 and v3): a root outside the
+/// world, an input that must split into `W` equal blocks and does not, an output beyond `usize`.
+/// A rooted reduce or gather gives every other rank an empty output.
+pub fn output_len_at(
+    collective: Collective,
+    rank: usize,
+    world: usize,
+    input_len: usize,
+) -> Option<usize> {
+    let block = || (world > 0 && input_len % world == 0).then(|| input_len / world);
+    let root = |root: usize| (root < world).then_some(root);
     match collective {
         Collective::AllReduce(_) => Some(input_len),
-        Collective::Broadcast { root } => (root < world).then_some(input_len),
-        Collective::ReduceScatter(_) => {
-            (world > 0 && input_len % world == 0).then(|| input_len / world)
-        }
+        Collective::ReduceScatter(_) => block(),
         Collective::AllGather => input_len.checked_mul(world),
+        Collective::Broadcast { root: r } => root(r).map(|_| input_len),
+        Collective::Reduce { root: r, .. } => {
+            root(r).map(|root| if rank == root { input_len } else { 0 })
+        }
+        Collective::Gather { root: r } => {
+            let root = root(r)?;
+            let all = input_len.checked_mul(world)?;
+            Some(if rank == root { all } else { 0 })
+        }
+        Collective::Scatter { root: r } => root(r).and(block()),
+        Collective::AllToAll => block().map(|_| input_len),
         _ => None,
     }
+}
+
+/// The longest output of any rank ([`output_len_at`] at the root, or at rank 0).
+pub fn output_len(collective: Collective, world: usize, input_len: usize) -> Option<usize> {
+    let rank = collective.root().unwrap_or(0);
+    output_len_at(collective, rank, world, input_len)
 }
 
 /// Run `parts` element by element and report what is wrong with it, if anything.
@@ -482,8 +493,8 @@ fn layout_defects(parts: &PlanParts) -> Vec<Defect> {
             });
         }
     }
-    let expected = output_len(parts.collective, world, parts.input_len);
-    if expected.is_none() {
+    let possible = output_len(parts.collective, world, parts.input_len).is_some();
+    if !possible {
         defects.push(Defect::Impossible);
     }
     let buffer_len = parts.buffer_len;
@@ -498,8 +509,10 @@ fn layout_defects(parts: &PlanParts) -> Vec<Defect> {
             });
         }
     }
-    if let Some(expected) = expected {
+    if possible {
         for (rank, output) in parts.outputs.iter().enumerate() {
+            let expected =
+                output_len_at(parts.collective, rank, world, parts.input_len).unwrap_or_default();
             let (start, end) = (output.start, output.end);
             if start > end || end > buffer_len || end - start != expected {
                 defects.push(Defect::BadOutput {
@@ -561,7 +574,7 @@ impl Machine {
         let mut received: Vec<Vec<Vec<(usize, Value)>>> =
             vec![vec![Vec::new(); self.buffer_len]; self.world];
         for transfer in &step.transfers {
-            for element in transfer.range.clone() {
+            for (element, target) in transfer.range.clone().zip(transfer.at..) {
                 let value = &before[transfer.from][element];
                 if *value == Value::Unset {
                     defects.push(Defect::ReadBeforeWrite {
@@ -570,7 +583,7 @@ impl Machine {
                         element,
                     });
                 }
-                received[transfer.to][element].push((transfer.from, value.clone()));
+                received[transfer.to][target].push((transfer.from, value.clone()));
             }
         }
         for (rank, elements) in received.iter_mut().enumerate() {
@@ -619,7 +632,8 @@ impl Machine {
                     continue;
                 }
                 let value = if step.combine {
-                    // The receiver's own value at its own rank's position, then a left fold.
+                    // The receiver's own value at its own rank's position (before a value it
+                    // copies to itself: the sort is stable), then a left fold.
                     let own = (rank, before[rank][element].clone());
                     let position = arrivals.partition_point(|(from, _)| *from < rank);
                     let mut ordered = arrivals;
@@ -637,8 +651,9 @@ impl Machine {
         Vec::new()
     }
 
-    /// Every transfer that names a rank outside the world, sends to itself, or has a range
-    /// that is inverted or leaves the buffers.
+    /// Every transfer that names a rank outside the world, or whose range is inverted, or whose
+    /// source or target (`at..at + len`) leaves the buffers. A transfer from a rank to itself is
+    /// a local copy, not a defect.
     fn malformed(&self, index: usize, step: &Step) -> Vec<Defect> {
         let mut defects = Vec::new();
         for (number, transfer) in step.transfers.iter().enumerate() {
@@ -652,22 +667,20 @@ impl Machine {
                     });
                 }
             }
-            if transfer.from == transfer.to {
-                defects.push(Defect::SelfTransfer {
-                    step: index,
-                    transfer: number,
-                    rank: transfer.from,
-                });
-            }
-            let range = &transfer.range;
-            if range.start > range.end || range.end > self.buffer_len {
+            let (start, end, at) = (transfer.range.start, transfer.range.end, transfer.at);
+            let length = end.saturating_sub(start);
+            let target_inside = at
+                .checked_add(length)
+                .is_some_and(|target_end| target_end <= self.buffer_len);
+            if start > end || end > self.buffer_len || !target_inside {
                 defects.push(Defect::OutOfBounds {
                     step: index,
                     transfer: number,
                     from: transfer.from,
                     to: transfer.to,
-                    start: range.start,
-                    end: range.end,
+                    start,
+                    end,
+                    at,
                     buffer_len: self.buffer_len,
                 });
             }
@@ -698,12 +711,15 @@ impl Machine {
     /// The contents of every output element, then (all-reduce) one tree on every rank.
     fn outputs(self, parts: &PlanParts) -> Examination {
         let world = self.world;
-        let output_len = parts.outputs.first().map_or(0, |output| output.len());
+        let n = parts.input_len;
+        // The block of a collective that splits its input into `W` (reduce-scatter, scatter,
+        // all-to-all; the layout was checked, so it divides).
+        let block = n.checked_div(world).unwrap_or(0);
         let mut defects = Vec::new();
         let mut outputs = Vec::with_capacity(world);
         for (rank, range) in parts.outputs.iter().enumerate() {
-            let mut trees = Vec::with_capacity(output_len);
-            for element in 0..output_len {
+            let mut trees = Vec::with_capacity(range.len());
+            for element in 0..range.len() {
                 let at = range.start + element;
                 let wrong = || Defect::WrongContents {
                     rank,
@@ -715,15 +731,20 @@ impl Machine {
                     continue;
                 };
                 let right = match parts.collective {
-                    Collective::AllReduce(_) => is_reduction(tree, element, world),
-                    Collective::ReduceScatter(_) => {
-                        is_reduction(tree, rank * output_len + element, world)
+                    Collective::AllReduce(_) | Collective::Reduce { .. } => {
+                        is_reduction(tree, element, world)
                     }
-                    Collective::AllGather => {
-                        let n = parts.input_len;
+                    Collective::ReduceScatter(_) => {
+                        is_reduction(tree, rank * block + element, world)
+                    }
+                    Collective::AllGather | Collective::Gather { .. } => {
                         is_copy(tree, element / n, element % n)
                     }
                     Collective::Broadcast { root } => is_copy(tree, root, element),
+                    Collective::Scatter { root } => is_copy(tree, root, rank * block + element),
+                    Collective::AllToAll => {
+                        is_copy(tree, element / block, rank * block + element % block)
+                    }
                     _ => false,
                 };
                 if !right {
@@ -770,8 +791,9 @@ fn is_copy(tree: &Tree, rank: usize, index: usize) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::{Defect, examine};
+    use super::{Defect, Machine, Tree, Value, examine};
     use ruccl_core::{Collective, PlanParts, ReduceOperation, Step, Transfer};
+    use std::rc::Rc;
 
     fn all_reduce_of_two(steps: Vec<Step>) -> PlanParts {
         PlanParts {
@@ -873,6 +895,117 @@ mod tests {
                 rank: 1,
                 element: 0,
                 senders: vec![0, 0]
+            }]
+        );
+    }
+
+    #[test]
+    fn a_local_copy_folds_right_after_the_receivers_own_value() {
+        // Rank 1 folds rank 0's element 0, its own element 0, its own element 1 (copied to
+        // itself), then rank 2's element 0.
+        let parts = PlanParts {
+            collective: Collective::Reduce {
+                op: ReduceOperation::Sum,
+                root: 1,
+            },
+            world: 4,
+            input_len: 2,
+            buffer_len: 2,
+            placements: vec![0; 4],
+            outputs: vec![0..0, 0..2, 0..0, 0..0],
+            steps: Vec::new(),
+        };
+        let mut machine = Machine::new(&parts);
+        let fold = Step {
+            combine: true,
+            transfers: vec![
+                Transfer::new(2, 1, 0..1),
+                Transfer {
+                    from: 1,
+                    to: 1,
+                    range: 1..2,
+                    at: 0,
+                },
+                Transfer::new(0, 1, 0..1),
+            ],
+        };
+        assert_eq!(machine.step(0, &fold), Vec::new());
+        let Value::Known { tree, leaves: 4 } = &machine.values[1][0] else {
+            panic!("rank 1 holds {:?}", machine.values[1][0]);
+        };
+        // ((x0[0] ⊕ x1[0]) ⊕ x1[1]) ⊕ x2[0], folded from the left.
+        assert_eq!(tree.leaves(), vec![(0, 0), (1, 0), (1, 1), (2, 0)]);
+        let Tree::Fold(left, last) = tree.as_ref() else {
+            panic!("not a fold: {tree:?}");
+        };
+        assert_eq!(last.as_ref(), &Tree::Input { rank: 2, index: 0 });
+        let Tree::Fold(_, local) = left.as_ref() else {
+            panic!("not a fold: {left:?}");
+        };
+        assert_eq!(local.as_ref(), &Tree::Input { rank: 1, index: 1 });
+    }
+
+    #[test]
+    fn blocks_land_at_their_offsets_from_the_state_before_the_step() {
+        // All-to-all of two ranks in place, in one overwriting step: rank 1's block 0 lands as
+        // rank 0's block 1 and rank 0's block 1 as rank 1's block 0.
+        let parts = PlanParts {
+            collective: Collective::AllToAll,
+            world: 2,
+            input_len: 4,
+            buffer_len: 4,
+            placements: vec![0, 0],
+            outputs: vec![0..4, 0..4],
+            steps: vec![Step {
+                combine: false,
+                transfers: vec![
+                    Transfer {
+                        from: 1,
+                        to: 0,
+                        range: 0..2,
+                        at: 2,
+                    },
+                    Transfer {
+                        from: 0,
+                        to: 1,
+                        range: 2..4,
+                        at: 0,
+                    },
+                ],
+            }],
+        };
+        let examination = examine(&parts);
+        assert!(examination.is_correct(), "{:?}", examination.defects);
+        let input = |rank, index| Rc::new(Tree::Input { rank, index });
+        assert_eq!(
+            examination.outputs[1],
+            vec![input(0, 2), input(0, 3), input(1, 2), input(1, 3)]
+        );
+    }
+
+    #[test]
+    fn a_target_past_the_buffer_is_out_of_bounds() {
+        let mut parts = all_reduce_of_two(vec![Step {
+            combine: false,
+            transfers: vec![Transfer {
+                from: 0,
+                to: 0,
+                range: 0..1,
+                at: 1,
+            }],
+        }]);
+        parts.world = 2;
+        assert_eq!(
+            examine(&parts).defects,
+            vec![Defect::OutOfBounds {
+                step: 0,
+                transfer: 0,
+                from: 0,
+                to: 0,
+                start: 0,
+                end: 1,
+                at: 1,
+                buffer_len: 1
             }]
         );
     }

@@ -1,13 +1,16 @@
 //! Target `plans`: the plan builder and [`verify`] against a brute-force element-level simulator
 //! ([`brute`]), and every accepted plan run on a [`SimDevice`](ruccl_sim::SimDevice).
 //!
-//! An input decodes to a [`PlanCase`]: a collective, a world, an input length, and either a
-//! built-in algorithm (whose plan is then edited by [`Mutation`]s into a custom one) or raw parts —
-//! the collective's layout or an arbitrary one, and arbitrary steps of arbitrary transfers.
+//! An input decodes to a [`PlanCase`]: a collective (any of the eight kinds, any operation, a
+//! root up to one past the world), a world, an input length, and either a built-in algorithm
+//! (whose plan is then edited by [`Mutation`]s into a custom one) or raw parts — the collective's
+//! layout or an arbitrary one, and arbitrary steps of arbitrary transfers (local copies and
+//! transfers that land elsewhere included).
 //!
 //! - **Built-in plans** (`Plan::new`): refused exactly for the requests DESIGN.md calls impossible
-//!   (no rank, a root outside the world, a reduce-scatter input not in `W` blocks, halving-doubling
-//!   on a world that is not a power of two, `Custom` by name), with `InvalidCollective` naming the
+//!   (no rank, a root outside the world, a reduce-scatter, scatter or all-to-all input not in `W`
+//!   blocks, halving-doubling on a world that is not a power of two, all-to-all by any algorithm
+//!   but direct, `Custom` by name), with `InvalidCollective` naming the
 //!   request; otherwise the plan is for the request, `Auto` resolved to the built-in algorithm of
 //!   least modelled time (ties to the earlier of `Algorithm::BUILT_IN`), within the algorithm's
 //!   step count, ring all-reduce moving `2(W-1)·n` elements (each rank within 2 of
@@ -28,7 +31,7 @@ pub mod mutate;
 mod run;
 
 use crate::bytes::{Reader, Writer};
-use brute::{Examination, examine, output_len};
+use brute::{Examination, examine, output_len_at};
 pub use mutate::{Mutation, MutationKind};
 use ruccl_core::{
     Algorithm, Collective, LinkModel, NativeCollectiveError, Plan, PlanParts, ReduceOperation,
@@ -110,34 +113,52 @@ pub struct RawLayout {
     pub outputs: Vec<Range<usize>>,
 }
 
-/// The collective's own layout (DESIGN.md's table): buffer, placements, outputs. For a request
+/// The collective's own layout (DESIGN.md's tables): buffer, placements, outputs. For a request
 /// the collective cannot take, a layout whose outputs the checkers never look at.
 pub fn standard_layout(
     collective: Collective,
     world: usize,
     input_len: usize,
 ) -> (usize, Vec<usize>, Vec<Range<usize>>) {
+    let block = input_len.checked_div(world).unwrap_or(0);
+    let blocks = || -> Vec<Range<usize>> {
+        (0..world)
+            .map(|rank| rank * block..(rank + 1) * block)
+            .collect()
+    };
+    // Only the root receives anything.
+    let at_root = |root: usize, len: usize| -> Vec<Range<usize>> {
+        (0..world)
+            .map(|rank| if rank == root { 0..len } else { 0..0 })
+            .collect()
+    };
     match collective {
-        Collective::AllGather => {
+        Collective::AllGather | Collective::Gather { .. } => {
             let buffer_len = input_len.saturating_mul(world);
+            let outputs = match collective.root() {
+                Some(root) => at_root(root, buffer_len),
+                None => vec![0..buffer_len; world],
+            };
             (
                 buffer_len,
                 (0..world).map(|rank| rank * input_len).collect(),
-                vec![0..buffer_len; world],
+                outputs,
             )
         }
-        Collective::ReduceScatter(_) => {
-            let block = input_len.checked_div(world).unwrap_or(0);
-            (
-                input_len,
-                vec![0; world],
-                (0..world)
-                    .map(|rank| rank * block..(rank + 1) * block)
-                    .collect(),
-            )
+        Collective::ReduceScatter(_) | Collective::Scatter { .. } => {
+            (input_len, vec![0; world], blocks())
         }
+        Collective::Reduce { root, .. } => (input_len, vec![0; world], at_root(root, input_len)),
         _ => (input_len, vec![0; world], vec![0..input_len; world]),
     }
+}
+
+/// Whether the collective takes `W` equal blocks per rank (reduce-scatter, scatter, all-to-all).
+fn in_blocks(collective: Collective) -> bool {
+    matches!(
+        collective,
+        Collective::ReduceScatter(_) | Collective::Scatter { .. } | Collective::AllToAll
+    )
 }
 
 impl PlanCase {
@@ -152,7 +173,7 @@ impl PlanCase {
         let world = reader.below(max_world + 1);
         let collective = decode_collective(reader, world);
         let mut input_len = reader.below(max_len + 1);
-        if matches!(collective, Collective::ReduceScatter(_)) && world > 0 && reader.below(4) != 0 {
+        if in_blocks(collective) && world > 0 && reader.below(4) != 0 {
             input_len = input_len.next_multiple_of(world);
         }
         let origin = if built_in {
@@ -204,7 +225,7 @@ impl PlanCase {
         writer.below(self.world, max_world + 1);
         encode_collective(&mut writer, self.collective, self.world);
         writer.below(self.input_len, max_len + 1);
-        if matches!(self.collective, Collective::ReduceScatter(_)) && self.world > 0 {
+        if in_blocks(self.collective) && self.world > 0 {
             writer.below(usize::from(self.input_len % self.world == 0), 4);
         }
         match &self.origin {
@@ -243,33 +264,33 @@ impl PlanCase {
     }
 }
 
+/// A collective: the kind (`Collective::KINDS`' order), then its operation, then its root (up to
+/// one past the world).
 fn decode_collective(reader: &mut Reader<'_>, world: usize) -> Collective {
-    match reader.below(4) {
-        0 => Collective::AllReduce(reader.pick(&ReduceOperation::ALL)),
-        1 => Collective::ReduceScatter(reader.pick(&ReduceOperation::ALL)),
-        2 => Collective::AllGather,
-        _ => Collective::Broadcast {
-            root: reader.below(world + 2),
-        },
+    let mut collective = reader.pick(&Collective::KINDS);
+    if collective.operation().is_some() {
+        collective = collective.with_operation(reader.pick(&ReduceOperation::ALL));
     }
+    if collective.root().is_some() {
+        collective = collective.with_root(reader.below(world + 2));
+    }
+    collective
 }
 
 fn encode_collective(writer: &mut Writer, collective: Collective, world: usize) {
-    match collective {
-        Collective::AllReduce(operation) => {
-            writer.below(0, 4);
-            writer.pick(&operation, &ReduceOperation::ALL);
-        }
-        Collective::ReduceScatter(operation) => {
-            writer.below(1, 4);
-            writer.pick(&operation, &ReduceOperation::ALL);
-        }
-        Collective::AllGather => writer.below(2, 4),
-        Collective::Broadcast { root } => {
-            writer.below(3, 4);
-            writer.below(root, world + 2);
-        }
-        other => panic!("no encoding for {other}"),
+    let kind = Collective::KINDS
+        .iter()
+        .position(|kind| {
+            kind.with_operation(ReduceOperation::Sum).with_root(0)
+                == collective.with_operation(ReduceOperation::Sum).with_root(0)
+        })
+        .unwrap_or_else(|| panic!("no encoding for {collective}"));
+    writer.below(kind, Collective::KINDS.len());
+    if let Some(operation) = collective.operation() {
+        writer.pick(&operation, &ReduceOperation::ALL);
+    }
+    if let Some(root) = collective.root() {
+        writer.below(root, world + 2);
     }
 }
 
@@ -312,14 +333,13 @@ fn decode_layout(
     let placements = (0..decode_count(reader, world))
         .map(|_| reader.below(reach))
         .collect();
-    let expected = output_len(collective, world, input_len).unwrap_or(0);
     let outputs = (0..decode_count(reader, world))
-        .map(|_| {
+        .map(|rank| {
             let start = reader.below(reach);
             let len = if reader.below(4) == 0 {
                 reader.below(reach)
             } else {
-                expected
+                output_len_at(collective, rank, world, input_len).unwrap_or(0)
             };
             start..start.saturating_add(len)
         })
@@ -350,9 +370,9 @@ fn encode_layout(
     for &placement in &layout.placements {
         writer.below(placement, reach);
     }
-    let expected = output_len(collective, world, input_len).unwrap_or(0);
     encode_count(writer, layout.outputs.len(), world);
-    for output in &layout.outputs {
+    for (rank, output) in layout.outputs.iter().enumerate() {
+        let expected = output_len_at(collective, rank, world, input_len).unwrap_or(0);
         writer.below(output.start, reach);
         if output.len() == expected && output.start <= output.end {
             writer.below(1, 4);
@@ -376,7 +396,18 @@ fn decode_step(reader: &mut Reader<'_>, world: usize, buffer_len: usize) -> Step
             } else {
                 start + reader.below(3)
             };
-            Transfer::new(from, to, start..end)
+            // Usually the v2 meaning (the same indices on both ranks), else anywhere in reach.
+            let at = if reader.below(4) == 0 {
+                reader.below(reach)
+            } else {
+                start
+            };
+            Transfer {
+                from,
+                to,
+                range: start..end,
+                at,
+            }
         })
         .collect();
     Step { combine, transfers }
@@ -397,6 +428,12 @@ fn encode_step(writer: &mut Writer, step: &Step, world: usize, buffer_len: usize
         } else {
             writer.below(0, 4);
             writer.below(range.end, reach);
+        }
+        if transfer.at == range.start {
+            writer.below(1, 4);
+        } else {
+            writer.below(0, 4);
+            writer.below(transfer.at, reach);
         }
     }
 }
@@ -454,22 +491,28 @@ fn impossible(
     input_len: usize,
 ) -> bool {
     world == 0
-        || output_len(collective, world, input_len).is_none()
+        || (0..world).any(|rank| output_len_at(collective, rank, world, input_len).is_none())
         || (algorithm == Algorithm::HalvingDoubling && !world.is_power_of_two())
+        || (collective == Collective::AllToAll
+            && matches!(algorithm, Algorithm::Ring | Algorithm::HalvingDoubling))
         || algorithm == Algorithm::Custom
 }
 
-/// The most steps `algorithm` takes for `collective` on `world` ranks (DESIGN.md's table; a
-/// built-in plan leaves out steps that would move nothing).
+/// The most steps `algorithm` takes for `collective` on `world` ranks (DESIGN.md's table; the
+/// ring reduce is a ring reduce-scatter and one step to the root, the halving-doubling one a
+/// halving and a binomial gather; a built-in plan leaves out steps that would move nothing).
 fn most_steps(algorithm: Algorithm, collective: Collective, world: usize) -> usize {
     let log = world.max(1).trailing_zeros() as usize;
     match (algorithm, collective) {
         (Algorithm::Direct, _) => 1,
         (Algorithm::Ring, Collective::AllReduce(_)) => 2 * (world - 1),
-        (Algorithm::Ring, Collective::Broadcast { .. }) => world,
+        (Algorithm::Ring, Collective::Broadcast { .. } | Collective::Reduce { .. }) => world,
         (Algorithm::Ring, _) => world - 1,
-        (Algorithm::HalvingDoubling, Collective::ReduceScatter(_) | Collective::AllGather) => log,
-        (Algorithm::HalvingDoubling, _) => 2 * log,
+        (
+            Algorithm::HalvingDoubling,
+            Collective::AllReduce(_) | Collective::Broadcast { .. } | Collective::Reduce { .. },
+        ) => 2 * log,
+        (Algorithm::HalvingDoubling, _) => log,
         _ => 0,
     }
 }
@@ -658,6 +701,12 @@ pub fn seeds() -> Vec<(&'static str, PlanCase)> {
         )
     };
     let t = |from, to, range: Range<usize>| Transfer::new(from, to, range);
+    let at = |from, to, range: Range<usize>, at| Transfer {
+        from,
+        to,
+        range,
+        at,
+    };
     let raw = |collective, world, input_len, steps: Vec<Step>| {
         case(
             collective,
@@ -903,13 +952,310 @@ pub fn seeds() -> Vec<(&'static str, PlanCase)> {
                 vec![],
             ),
         ),
+        // Contract v3: the four new collectives built in, refused, and edited; transfers that
+        // land elsewhere and local copies written from scratch.
+        (
+            "ring_reduce_root_two",
+            built(Reduce { op: Sum, root: 2 }, 5, 9, Algorithm::Ring, vec![]),
+        ),
+        (
+            "halving_doubling_reduce_mean",
+            PlanCase {
+                element_type: ElementType::I32,
+                ..built(
+                    Reduce { op: Mean, root: 3 },
+                    4,
+                    6,
+                    Algorithm::HalvingDoubling,
+                    vec![],
+                )
+            },
+        ),
+        (
+            "direct_gather_root_one",
+            PlanCase {
+                element_type: ElementType::U8,
+                ..built(Gather { root: 1 }, 3, 2, Algorithm::Direct, vec![])
+            },
+        ),
+        (
+            "ring_gather_root_three",
+            built(Gather { root: 3 }, 4, 3, Algorithm::Ring, vec![]),
+        ),
+        (
+            "halving_doubling_scatter",
+            PlanCase {
+                element_type: ElementType::F64,
+                ..built(
+                    Scatter { root: 2 },
+                    8,
+                    16,
+                    Algorithm::HalvingDoubling,
+                    vec![],
+                )
+            },
+        ),
+        (
+            "ring_scatter_root_one",
+            PlanCase {
+                element_type: ElementType::I64,
+                ..built(Scatter { root: 1 }, 3, 6, Algorithm::Ring, vec![])
+            },
+        ),
+        (
+            "direct_all_to_all",
+            PlanCase {
+                element_type: ElementType::U32,
+                ..built(AllToAll, 4, 8, Algorithm::Direct, vec![])
+            },
+        ),
+        (
+            "auto_all_to_all",
+            built(AllToAll, 3, 9, Algorithm::Auto, vec![]),
+        ),
+        (
+            "ring_all_to_all_is_refused",
+            built(AllToAll, 4, 4, Algorithm::Ring, vec![]),
+        ),
+        (
+            "scatter_not_in_blocks",
+            built(Scatter { root: 0 }, 3, 4, Algorithm::Direct, vec![]),
+        ),
+        (
+            "gather_root_outside_the_world",
+            built(Gather { root: 3 }, 3, 2, Algorithm::Direct, vec![]),
+        ),
+        (
+            "all_to_all_block_lands_one_off",
+            built(
+                AllToAll,
+                3,
+                6,
+                Algorithm::Direct,
+                vec![edit(MutationKind::ShiftAt, 0, 1, 1)],
+            ),
+        ),
+        (
+            "gather_block_to_the_wrong_root_offset",
+            built(
+                Gather { root: 0 },
+                4,
+                2,
+                Algorithm::Direct,
+                // Rank 3's block lands on the root's own block 0.
+                vec![edit(MutationKind::ShiftAt, 0, 2, (-6i8) as u8)],
+            ),
+        ),
+        (
+            "a_broadcast_transfer_made_local",
+            built(
+                Broadcast { root: 0 },
+                3,
+                4,
+                Algorithm::Direct,
+                vec![edit(MutationKind::SelfTransfer, 0, 1, 0)],
+            ),
+        ),
+        (
+            "a_split_all_to_all_is_the_same_schedule",
+            built(
+                AllToAll,
+                2,
+                4,
+                Algorithm::Direct,
+                vec![edit(MutationKind::SplitTransfer, 0, 0, 1)],
+            ),
+        ),
+        (
+            "an_all_to_all_start_moved_keeps_its_landing",
+            built(
+                AllToAll,
+                2,
+                4,
+                Algorithm::Direct,
+                vec![edit(MutationKind::ShiftStart, 0, 1, 1)],
+            ),
+        ),
+        (
+            "a_reduce_claimed_as_all_to_all",
+            built(
+                Reduce { op: Sum, root: 1 },
+                2,
+                4,
+                Algorithm::Ring,
+                vec![edit(MutationKind::Retarget, 7, 0, 0)],
+            ),
+        ),
+        (
+            "all_to_all_by_hand_with_offsets",
+            raw(
+                AllToAll,
+                2,
+                4,
+                vec![step(false, vec![at(1, 0, 0..2, 2), at(0, 1, 2..4, 0)])],
+            ),
+        ),
+        (
+            "all_to_all_by_hand_one_off",
+            raw(
+                AllToAll,
+                2,
+                4,
+                vec![step(false, vec![at(1, 0, 0..2, 1), at(0, 1, 2..4, 0)])],
+            ),
+        ),
+        (
+            "a_local_fold_of_another_element",
+            raw(
+                AllReduce(Sum),
+                2,
+                2,
+                vec![step(true, vec![t(1, 0, 0..2), at(0, 0, 1..2, 0)])],
+            ),
+        ),
+        (
+            "a_local_copy_whose_source_the_step_overwrites",
+            case(
+                AllGather,
+                2,
+                1,
+                Origin::Raw {
+                    layout: Some(RawLayout {
+                        buffer_len: 2,
+                        placements: vec![1, 1],
+                        outputs: vec![0..2, 0..2],
+                    }),
+                    steps: vec![step(
+                        false,
+                        vec![at(0, 0, 1..2, 0), at(1, 0, 1..2, 1), at(0, 1, 1..2, 0)],
+                    )],
+                },
+                vec![],
+            ),
+        ),
+        (
+            "a_gather_received_at_the_root_by_hand",
+            raw(
+                Gather { root: 1 },
+                3,
+                1,
+                vec![step(false, vec![t(0, 1, 0..1), t(2, 1, 2..3)])],
+            ),
+        ),
+        (
+            "a_target_past_the_buffer",
+            raw(
+                Scatter { root: 0 },
+                2,
+                2,
+                vec![step(false, vec![at(0, 1, 1..2, 2)])],
+            ),
+        ),
+        (
+            "two_local_copies_fold_into_one_element",
+            raw(
+                Reduce { op: Max, root: 0 },
+                2,
+                1,
+                vec![step(
+                    true,
+                    vec![at(0, 0, 0..1, 0), t(1, 0, 0..1), at(0, 0, 0..1, 0)],
+                )],
+            ),
+        ),
     ]
 }
 
 #[cfg(test)]
 mod tests {
-    use super::{PlanCase, seeds};
+    use super::{Origin, PlanCase, seeds, standard_layout};
     use crate::bytes::Reader;
+    use ruccl_core::{Plan, PlanParts, ScheduleViolation};
+
+    /// The custom parts a seed hands `Plan::from_parts` (a built-in plan's after its edits).
+    fn custom_parts(case: &PlanCase) -> PlanParts {
+        let mut parts = match &case.origin {
+            Origin::BuiltIn(algorithm) => {
+                Plan::new(case.collective, *algorithm, case.world, case.input_len)
+                    .unwrap_or_else(|error| panic!("{error}"))
+                    .into_parts()
+            }
+            Origin::Raw { layout, steps } => {
+                let (buffer_len, placements, outputs) = match layout {
+                    Some(layout) => (
+                        layout.buffer_len,
+                        layout.placements.clone(),
+                        layout.outputs.clone(),
+                    ),
+                    None => standard_layout(case.collective, case.world, case.input_len),
+                };
+                PlanParts {
+                    collective: case.collective,
+                    world: case.world,
+                    input_len: case.input_len,
+                    buffer_len,
+                    placements,
+                    outputs,
+                    steps: steps.clone(),
+                }
+            }
+        };
+        for mutation in &case.mutations {
+            mutation.apply(&mut parts);
+        }
+        parts
+    }
+
+    /// The v3 seeds show what their names say: `verify` accepts the right schedules with offsets
+    /// and local copies, and refuses each slip with the violation it is about.
+    #[test]
+    fn the_v3_seeds_are_judged_as_named() {
+        use ScheduleViolation as V;
+        let accepted = |verdict: &Result<(), V>| verdict.is_ok();
+        let wrong = |verdict: &Result<(), V>| matches!(verdict, Err(V::WrongContents { .. }));
+        type Judge<'a> = &'a dyn Fn(&Result<(), V>) -> bool;
+        let expectations: [(&str, Judge<'_>); 13] = [
+            ("all_to_all_block_lands_one_off", &|verdict| {
+                matches!(verdict, Err(V::DoubleWrite { rank: 2, .. }))
+            }),
+            ("gather_block_to_the_wrong_root_offset", &wrong),
+            ("a_broadcast_transfer_made_local", &|verdict| {
+                matches!(verdict, Err(V::WrongContents { rank: 2, .. }))
+            }),
+            ("a_split_all_to_all_is_the_same_schedule", &accepted),
+            ("an_all_to_all_start_moved_keeps_its_landing", &wrong),
+            // Rank 0 of a reduce to root 1 receives nothing; an all-to-all gives it 4 elements.
+            ("a_reduce_claimed_as_all_to_all", &|verdict| {
+                matches!(
+                    verdict,
+                    Err(V::BadOutput {
+                        rank: 0,
+                        expected: 4,
+                        ..
+                    })
+                )
+            }),
+            ("all_to_all_by_hand_with_offsets", &accepted),
+            ("all_to_all_by_hand_one_off", &wrong),
+            ("a_local_fold_of_another_element", &wrong),
+            ("a_local_copy_whose_source_the_step_overwrites", &accepted),
+            ("a_gather_received_at_the_root_by_hand", &accepted),
+            ("a_target_past_the_buffer", &|verdict| {
+                matches!(verdict, Err(V::TransferOutOfBounds { at: 2, .. }))
+            }),
+            ("two_local_copies_fold_into_one_element", &|verdict| {
+                matches!(verdict, Err(V::DuplicateSource { from: 0, .. }))
+            }),
+        ];
+        let seeds = seeds();
+        for (name, expected) in expectations {
+            let Some((_, case)) = seeds.iter().find(|(seed, _)| *seed == name) else {
+                panic!("no seed {name}");
+            };
+            let verdict = Plan::from_parts(custom_parts(case)).map(|_| ());
+            assert!(expected(&verdict), "{name}: {verdict:?}");
+        }
+    }
 
     #[test]
     fn seeds_decode_to_themselves() {

@@ -1,6 +1,6 @@
 //! Edits of a plan's parts: the near misses of a correct schedule (a step dropped, a transfer
-//! moved, a range one element off, a layout shifted) that a checker must tell from the schedules
-//! they came from.
+//! moved, a range one element off, a block landing one place over, a transfer turned into a
+//! local copy, a layout shifted) that a checker must tell from the schedules they came from.
 
 use ruccl_core::{Collective, PlanParts, ReduceOperation, Transfer};
 
@@ -24,11 +24,13 @@ pub enum MutationKind {
     SetFrom,
     /// Set the receiver of transfer `b` of step `a` to `c` modulo `W + 1`.
     SetTo,
-    /// Move the start of transfer `b` of step `a` by `c` (signed).
+    /// Move the start of transfer `b` of step `a` by `c` (signed), and where it lands with it
+    /// (the remaining elements land where they did).
     ShiftStart,
     /// Move the end of transfer `b` of step `a` by `c` (signed).
     ShiftEnd,
-    /// Cut transfer `b` of step `a` in two at `c` elements from its start (the same schedule).
+    /// Cut transfer `b` of step `a` in two at `c` elements from its start, each half landing
+    /// where it did (the same schedule).
     SplitTransfer,
     /// Move transfer `b` of step `a` to step `c`.
     MoveTransfer,
@@ -40,13 +42,19 @@ pub enum MutationKind {
     /// output `b`'s start or end, the input length, or the world (one less for an even `c`, one
     /// more for an odd one).
     Layout,
-    /// Claim another collective: `a` modulo 4 picks the kind, `b` the operation, `c` the root.
+    /// Claim another collective: `a` modulo 8 picks the kind (`Collective::KINDS`' order), `b`
+    /// the operation, `c` the root (up to one past the world).
     Retarget,
+    /// Move where transfer `b` of step `a` lands by `c` (signed), its source unchanged.
+    ShiftAt,
+    /// Turn transfer `b` of step `a` into a local copy: its receiver becomes its sender for an
+    /// even `c`, its sender its receiver for an odd one.
+    SelfTransfer,
 }
 
 impl MutationKind {
     /// Every kind, in decoding order.
-    pub const ALL: [MutationKind; 16] = [
+    pub const ALL: [MutationKind; 18] = [
         MutationKind::RemoveStep,
         MutationKind::DuplicateStep,
         MutationKind::SwapSteps,
@@ -63,6 +71,8 @@ impl MutationKind {
         MutationKind::MergeSteps,
         MutationKind::Layout,
         MutationKind::Retarget,
+        MutationKind::ShiftAt,
+        MutationKind::SelfTransfer,
     ];
 }
 
@@ -145,13 +155,32 @@ impl Mutation {
                     }
                 }
             }
-            MutationKind::ShiftStart | MutationKind::ShiftEnd => {
+            MutationKind::ShiftStart | MutationKind::ShiftEnd | MutationKind::ShiftAt => {
                 if let Some((step, number)) = transfer(parts) {
-                    let range = &mut parts.steps[step].transfers[number].range;
-                    if kind == MutationKind::ShiftStart {
-                        range.start = shifted(range.start, c);
+                    let edited = &mut parts.steps[step].transfers[number];
+                    match kind {
+                        MutationKind::ShiftStart => {
+                            let start = shifted(edited.range.start, c);
+                            // The elements that stay land where they did: `at` moves as far.
+                            edited.at = if start >= edited.range.start {
+                                edited.at.saturating_add(start - edited.range.start)
+                            } else {
+                                edited.at.saturating_sub(edited.range.start - start)
+                            };
+                            edited.range.start = start;
+                        }
+                        MutationKind::ShiftEnd => edited.range.end = shifted(edited.range.end, c),
+                        _ => edited.at = shifted(edited.at, c),
+                    }
+                }
+            }
+            MutationKind::SelfTransfer => {
+                if let Some((step, number)) = transfer(parts) {
+                    let edited = &mut parts.steps[step].transfers[number];
+                    if c % 2 == 0 {
+                        edited.to = edited.from;
                     } else {
-                        range.end = shifted(range.end, c);
+                        edited.from = edited.to;
                     }
                 }
             }
@@ -159,12 +188,14 @@ impl Mutation {
                 if let Some((step, number)) = transfer(parts) {
                     let moved = parts.steps[step].transfers[number].clone();
                     let length = moved.range.end.saturating_sub(moved.range.start);
-                    let middle = moved.range.start + usize::from(c) % (length + 1);
+                    let cut = usize::from(c) % length.saturating_add(1);
+                    let middle = moved.range.start + cut;
                     parts.steps[step].transfers[number].range.end = middle;
                     parts.steps[step].transfers.insert(
                         number + 1,
                         Transfer {
                             range: middle..moved.range.end,
+                            at: moved.at.saturating_add(cut),
                             ..moved
                         },
                     );
@@ -225,14 +256,10 @@ impl Mutation {
             },
             MutationKind::Retarget => {
                 let operation = ReduceOperation::ALL[usize::from(b) % ReduceOperation::ALL.len()];
-                parts.collective = match a % 4 {
-                    0 => Collective::AllReduce(operation),
-                    1 => Collective::ReduceScatter(operation),
-                    2 => Collective::AllGather,
-                    _ => Collective::Broadcast {
-                        root: usize::from(c) % (world + 2),
-                    },
-                };
+                let kind = Collective::KINDS[usize::from(a) % Collective::KINDS.len()];
+                parts.collective = kind
+                    .with_operation(operation)
+                    .with_root(usize::from(c) % (world + 2));
             }
         }
     }
