@@ -783,10 +783,7 @@ const OUTCOMES: [Outcome; 5] = [
 /// The step a violation that `Step::check` also reports is about, if it is one.
 fn rule_step(violation: &ScheduleViolation) -> Option<usize> {
     match violation {
-        ScheduleViolation::NoSuchRank { step, .. }
-        | ScheduleViolation::TransferOutOfBounds { step, .. }
-        | ScheduleViolation::DoubleWrite { step, .. }
-        | ScheduleViolation::DuplicateSource { step, .. } => Some(*step),
+        ScheduleViolation::BrokenStep { step, .. } => Some(*step),
         _ => None,
     }
 }

@@ -18,7 +18,7 @@
 //! correct output can hold (a reduction has `W` contributions, a copy one), so the trees stay
 //! small whatever a wrong schedule does.
 
-use ruccl_core::{Collective, PlanParts, ScheduleViolation, Step};
+use ruccl_core::{Collective, PlanParts, ScheduleViolation, Step, StepViolation};
 use std::rc::Rc;
 
 /// The most buffer elements (all ranks together) the simulator runs; larger plans are judged by
@@ -276,11 +276,14 @@ impl Defect {
                     rank,
                     world,
                 },
-                V::NoSuchRank {
+                V::BrokenStep {
                     step: s,
-                    transfer: t,
-                    rank: r,
-                    world: w,
+                    violation:
+                        StepViolation::NoSuchRank {
+                            transfer: t,
+                            rank: r,
+                            world: w,
+                        },
                 },
             ) => (step, transfer, rank, world) == (s, t, r, w),
             (
@@ -294,15 +297,18 @@ impl Defect {
                     at,
                     buffer_len,
                 },
-                V::TransferOutOfBounds {
+                V::BrokenStep {
                     step: s,
-                    transfer: t,
-                    from: f,
-                    to: o,
-                    start: a,
-                    end: e,
-                    at: l,
-                    buffer_len: b,
+                    violation:
+                        StepViolation::OutOfBounds {
+                            transfer: t,
+                            from: f,
+                            to: o,
+                            start: a,
+                            end: e,
+                            at: l,
+                            buffer_len: b,
+                        },
                 },
             ) => (step, transfer, from, to, start, end, at, buffer_len) == (s, t, f, o, a, e, l, b),
             (
@@ -324,12 +330,15 @@ impl Defect {
                     element,
                     senders,
                 },
-                V::DoubleWrite {
+                V::BrokenStep {
                     step: s,
-                    rank: r,
-                    element: e,
-                    first,
-                    second,
+                    violation:
+                        StepViolation::DoubleWrite {
+                            rank: r,
+                            element: e,
+                            first,
+                            second,
+                        },
                 },
             ) => {
                 let count = |sender: &usize| senders.iter().filter(|&s| s == sender).count();
@@ -345,11 +354,14 @@ impl Defect {
                     element,
                     from,
                 },
-                V::DuplicateSource {
+                V::BrokenStep {
                     step: s,
-                    rank: r,
-                    element: e,
-                    from: f,
+                    violation:
+                        StepViolation::DuplicateSource {
+                            rank: r,
+                            element: e,
+                            from: f,
+                        },
                 },
             ) => (step, rank, element, from) == (s, r, e, f),
             (

@@ -1170,7 +1170,7 @@ pub fn seeds() -> Vec<(&'static str, PlanCase)> {
 mod tests {
     use super::{Origin, PlanCase, seeds, standard_layout};
     use crate::bytes::Reader;
-    use ruccl_core::{Plan, PlanParts, ScheduleViolation};
+    use ruccl_core::{Plan, PlanParts, ScheduleViolation, StepViolation};
 
     /// The custom parts a seed hands `Plan::from_parts` (a built-in plan's after its edits).
     fn custom_parts(case: &PlanCase) -> PlanParts {
@@ -1216,7 +1216,13 @@ mod tests {
         type Judge<'a> = &'a dyn Fn(&Result<(), V>) -> bool;
         let expectations: [(&str, Judge<'_>); 13] = [
             ("all_to_all_block_lands_one_off", &|verdict| {
-                matches!(verdict, Err(V::DoubleWrite { rank: 2, .. }))
+                matches!(
+                    verdict,
+                    Err(V::BrokenStep {
+                        violation: StepViolation::DoubleWrite { rank: 2, .. },
+                        ..
+                    })
+                )
             }),
             ("gather_block_to_the_wrong_root_offset", &wrong),
             ("a_broadcast_transfer_made_local", &|verdict| {
@@ -1241,10 +1247,22 @@ mod tests {
             ("a_local_copy_whose_source_the_step_overwrites", &accepted),
             ("a_gather_received_at_the_root_by_hand", &accepted),
             ("a_target_past_the_buffer", &|verdict| {
-                matches!(verdict, Err(V::TransferOutOfBounds { at: 2, .. }))
+                matches!(
+                    verdict,
+                    Err(V::BrokenStep {
+                        violation: StepViolation::OutOfBounds { at: 2, .. },
+                        ..
+                    })
+                )
             }),
             ("two_local_copies_fold_into_one_element", &|verdict| {
-                matches!(verdict, Err(V::DuplicateSource { from: 0, .. }))
+                matches!(
+                    verdict,
+                    Err(V::BrokenStep {
+                        violation: StepViolation::DuplicateSource { from: 0, .. },
+                        ..
+                    })
+                )
             }),
         ];
         let seeds = seeds();
