@@ -42,6 +42,14 @@ fn the_documented_examples_parse() {
         parse("drop:what=work:gen=4"),
         Ok(FaultSpec::new(FaultSite::Drop(DropTarget::Work)).in_generation(4))
     );
+    // `describe` cannot fail: its fault is a panic, said or not, and never an error.
+    let describe = FaultSpec::new(FaultSite::Describe)
+        .on_rank(1)
+        .in_generation(0);
+    assert_eq!(parse("describe:rank=1:gen=0:panic"), Ok(describe));
+    assert_eq!(parse("describe:rank=1:gen=0"), Ok(describe));
+    assert_eq!(describe.to_string(), "describe:rank=1:gen=0:panic");
+    assert!(parse("describe:error").is_err());
 }
 
 #[test]

@@ -150,9 +150,9 @@ impl Command {
 const FAULT_HELP: &str =
     "Fault specs (--fault, repeatable; one spec or several separated by commas):
   site[:what=W][:step=S][:count=C][:rank=R][:gen=G][:error|:panic]
-  sites: prepare, begin, exchange, finish (each needs error or panic),
+  sites: prepare, begin, exchange, finish (each needs error or panic), describe (a panic),
          outputs:count=C (wrong number of outputs), drop:what=prepared|work|output (panic in Drop)
-  rank= only where a call belongs to one rank (prepare, drop:what=prepared|output): begin,
+  rank= only where a call belongs to one rank (prepare, describe, drop:what=prepared|output): begin,
   exchange and finish run once for every rank, on the last to arrive.
   Every spec is checked against the run before it starts: a rank, generation or step outside
   it, a count above twice the world, or a spec an earlier one always pre-empts is refused.

@@ -136,6 +136,13 @@ fn fires_first(plan: &FaultPlan, index: usize, generation: u64, run: FaultRun) -
             prepare_failed = true;
             continue;
         }
+        // Then `describe`; a panic there fails the generation, and the communicator drops the
+        // prepared input (an armed one panics there too).
+        let described = plan.first(Some(rank), generation, |site| {
+            site.strikes(FaultPoint::Describe)
+        });
+        fired |= is(described);
+        prepare_failed |= described.is_some();
         let armed = plan.first(Some(rank), generation, |site| {
             *site == FaultSite::Drop(DropTarget::Prepared)
         });

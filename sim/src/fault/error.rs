@@ -8,6 +8,8 @@ use std::fmt;
 pub enum FaultPoint {
     /// `prepare`.
     Prepare,
+    /// `describe` (it cannot fail: a fault there panics).
+    Describe,
     /// `begin`.
     Begin,
     /// `exchange` at this step.
@@ -23,6 +25,7 @@ impl fmt::Display for FaultPoint {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             FaultPoint::Prepare => f.write_str("prepare"),
+            FaultPoint::Describe => f.write_str("describe"),
             FaultPoint::Begin => f.write_str("begin"),
             FaultPoint::Exchange { step } => write!(f, "exchange step {step}"),
             FaultPoint::Finish => f.write_str("finish"),

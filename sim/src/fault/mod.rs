@@ -227,6 +227,9 @@ impl<D: NativeCollectiveDevice> NativeCollectiveDevice for FaultyDevice<D> {
     }
 
     fn describe(&self, input: &Self::Prepared) -> TensorInfo {
+        // A `describe` fault is always a panic (the site has no error action), so `strike`
+        // returns only when nothing is planned here.
+        let _ = self.strike(FaultPoint::Describe, input.rank, input.generation);
         match &input.inner {
             Some(inner) => self.inner.describe(inner),
             // Unreachable: only `begin`, which consumes the input, takes `inner`.

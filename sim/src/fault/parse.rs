@@ -143,7 +143,9 @@ fn number<T: FromStr>(key: &'static str, value: &str) -> Result<T, ParseFaultErr
 }
 
 /// The site keywords, in the order of the grammar.
-const SITES: [&str; 6] = ["prepare", "begin", "exchange", "finish", "outputs", "drop"];
+const SITES: [&str; 7] = [
+    "prepare", "describe", "begin", "exchange", "finish", "outputs", "drop",
+];
 
 /// Refuse a `key=value` field the site does not take.
 fn refuse<T: fmt::Display>(
@@ -205,6 +207,13 @@ impl FromStr for FaultSpec {
         let action = || required(site, "an action, `error` or `panic`", fields.action);
         let site = match site {
             "prepare" => FaultSite::Prepare(action()?),
+            "describe" => {
+                // `describe` cannot fail: its fault is a panic, with or without the word.
+                if fields.action == Some(FaultAction::Error) {
+                    refuse_action(site, fields.action)?;
+                }
+                FaultSite::Describe
+            }
             "begin" => FaultSite::Begin(action()?),
             "exchange" => FaultSite::Exchange {
                 step: fields.step,
@@ -261,6 +270,7 @@ impl fmt::Display for FaultSpec {
             | FaultSite::Begin(action)
             | FaultSite::Exchange { action, .. }
             | FaultSite::Finish(action) => write!(f, ":{action}"),
+            FaultSite::Describe => f.write_str(":panic"),
             FaultSite::Outputs { .. } | FaultSite::Drop(_) => Ok(()),
         }
     }

@@ -67,6 +67,9 @@ impl fmt::Display for DropTarget {
 pub enum FaultSite {
     /// `prepare`, on a rank's own thread.
     Prepare(FaultAction),
+    /// `describe` of a rank's prepared input, on the rank's own thread. It cannot fail, so the
+    /// fault is a panic; the communicator must still drop the prepared input.
+    Describe,
     /// `begin`.
     Begin(FaultAction),
     /// `exchange` at step `step` of the generation's plan (`None`: the first step).
@@ -94,6 +97,7 @@ impl FaultSite {
     pub fn keyword(&self) -> &'static str {
         match self {
             FaultSite::Prepare(_) => "prepare",
+            FaultSite::Describe => "describe",
             FaultSite::Begin(_) => "begin",
             FaultSite::Exchange { .. } => "exchange",
             FaultSite::Finish(_) => "finish",
@@ -103,13 +107,14 @@ impl FaultSite {
     }
 
     /// The error-or-panic action of a site that has one (`prepare`, `begin`, `exchange`,
-    /// `finish`).
+    /// `finish`; `describe`, which cannot fail, always panics).
     pub fn action(&self) -> Option<FaultAction> {
         match *self {
             FaultSite::Prepare(action)
             | FaultSite::Begin(action)
             | FaultSite::Finish(action)
             | FaultSite::Exchange { action, .. } => Some(action),
+            FaultSite::Describe => Some(FaultAction::Panic),
             FaultSite::Outputs { .. } | FaultSite::Drop(_) => None,
         }
     }
@@ -118,6 +123,7 @@ impl FaultSite {
     pub fn strikes(&self, point: FaultPoint) -> bool {
         match (*self, point) {
             (FaultSite::Prepare(_), FaultPoint::Prepare)
+            | (FaultSite::Describe, FaultPoint::Describe)
             | (FaultSite::Begin(_), FaultPoint::Begin)
             | (FaultSite::Finish(_), FaultPoint::Finish) => true,
             (FaultSite::Exchange { step, .. }, FaultPoint::Exchange { step: actual }) => {
@@ -127,13 +133,16 @@ impl FaultSite {
         }
     }
 
-    /// Whether the site belongs to one rank (`prepare`, drops of a prepared input or an output):
+    /// Whether the site belongs to one rank (`prepare`, `describe`, drops of a prepared input or
+    /// an output):
     /// there `rank` selects which rank's call is hit. Elsewhere the call serves every rank at once
     /// and `rank` only names who the failure is attributed to.
     pub fn is_per_rank(&self) -> bool {
         matches!(
             self,
-            FaultSite::Prepare(_) | FaultSite::Drop(DropTarget::Prepared | DropTarget::Output)
+            FaultSite::Prepare(_)
+                | FaultSite::Describe
+                | FaultSite::Drop(DropTarget::Prepared | DropTarget::Output)
         )
     }
 
@@ -151,6 +160,7 @@ impl FaultSite {
 /// The text form (see [`FromStr`](std::str::FromStr)) is
 /// `site[:what=W][:step=S][:count=C][:rank=R][:gen=G][:error|:panic]`, for example
 /// `exchange:step=2:rank=1:gen=3:panic`, `prepare:rank=0:gen=1:error`, `finish:gen=2:panic`,
+/// `describe:rank=1:gen=0:panic`,
 /// `outputs:count=1:gen=0`, `drop:what=work:gen=4`.
 ///
 /// A fault's generation is counted by the faulty device itself: a rank's `prepare` calls are
@@ -297,7 +307,7 @@ impl FaultPlan {
                 } else {
                     FaultAction::Panic
                 };
-                let kinds = if steps == 0 { 7 } else { 8 };
+                let kinds = if steps == 0 { 8 } else { 9 };
                 let site = match rng.below(kinds) {
                     0 => FaultSite::Prepare(action),
                     1 => FaultSite::Begin(action),
@@ -312,6 +322,7 @@ impl FaultPlan {
                     4 => FaultSite::Drop(DropTarget::Prepared),
                     5 => FaultSite::Drop(DropTarget::Work),
                     6 => FaultSite::Drop(DropTarget::Output),
+                    7 => FaultSite::Describe,
                     _ => FaultSite::Exchange {
                         step: Some(rng.below(steps as u64) as usize),
                         action,

@@ -98,7 +98,8 @@ impl FaultPlan {
     /// 1. the ranks asked for different collectives → `ReductionMismatch` when only the reduce
     ///    operation differs, `CollectiveMismatch` otherwise (the last arriver checks agreement
     ///    before it runs anything);
-    /// 2. the lowest rank whose `prepare` is hit → that rank's `Device` or `Panicked` error;
+    /// 2. the lowest rank whose `prepare` or `describe` is hit → that rank's `Device` or `Panicked`
+    ///    error;
     /// 3. the inputs differ in length or element type → `ShapeMismatch`;
     /// 4. the agreed collective cannot run → the core's `InvalidCollective`;
     /// 5. the lowest rank whose prepared input is armed → `Panicked` in `begin` (which takes the
@@ -125,7 +126,10 @@ impl FaultPlan {
                 .map(|action| failure(&spec, action, point, rank, generation))
         };
         for rank in 0..world {
-            if let Some(error) = struck(FaultPoint::Prepare, Some(rank)) {
+            // A rank's `describe` runs only after its `prepare` succeeded.
+            let hit = struck(FaultPoint::Prepare, Some(rank))
+                .or_else(|| struck(FaultPoint::Describe, Some(rank)));
+            if let Some(error) = hit {
                 return Outcome::Failed(error);
             }
         }
@@ -263,6 +267,7 @@ fn failure(
     };
     let phase = match point {
         FaultPoint::Prepare => Phase::Prepare,
+        FaultPoint::Describe => Phase::Describe,
         FaultPoint::Begin => Phase::Begin,
         FaultPoint::Exchange { step } => Phase::Exchange { step },
         FaultPoint::Finish => Phase::Finish,
@@ -288,8 +293,9 @@ fn failure(
 
 /// One fault at every site the decorator has, each in `generation`, for a world of `world` and a
 /// plan of `steps` steps: an error and a panic in `prepare` on every rank, in `begin`, at every
-/// `exchange` step and in `finish`; too few and too many outputs; a panicking drop of the work,
-/// and of a prepared input and of an output on every rank. Used one at a time, they cover every
+/// `exchange` step and in `finish`; too few and too many outputs; a panicking drop of the work;
+/// a panicking `describe`, and a panicking drop of a prepared input and of an output, on every
+/// rank. Used one at a time, they cover every
 /// path a fault can take.
 pub fn every_site(world: usize, steps: usize, generation: u64) -> Vec<FaultSpec> {
     let mut specs = Vec::new();
@@ -314,6 +320,7 @@ pub fn every_site(world: usize, steps: usize, generation: u64) -> Vec<FaultSpec>
     }
     specs.push(at(FaultSite::Drop(DropTarget::Work)));
     for rank in 0..world {
+        specs.push(at(FaultSite::Describe).on_rank(rank));
         specs.push(at(FaultSite::Drop(DropTarget::Prepared)).on_rank(rank));
         specs.push(at(FaultSite::Drop(DropTarget::Output)).on_rank(rank));
     }
