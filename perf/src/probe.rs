@@ -63,14 +63,22 @@ pub struct PlanTraffic {
     pub begun: u64,
     /// The algorithm of the last plan begun.
     pub algorithm: Option<Algorithm>,
-    /// Elements each rank sent in the last plan's completed steps.
+    /// Elements each rank sent to other ranks in the last plan's completed steps.
     pub sent: Vec<usize>,
+    /// Elements each rank received from other ranks in the last plan's completed steps.
+    pub received: Vec<usize>,
 }
 
 impl PlanTraffic {
-    /// The most elements any rank sent.
+    /// The most elements any rank sent or received (a root receives all a reduce or a gather
+    /// moves).
     pub fn busiest(&self) -> usize {
-        self.sent.iter().copied().max().unwrap_or(0)
+        self.sent
+            .iter()
+            .chain(&self.received)
+            .copied()
+            .max()
+            .unwrap_or(0)
     }
 }
 
@@ -99,6 +107,7 @@ impl Probe {
                 sink,
                 traffic: Mutex::new(PlanTraffic {
                     sent: vec![0; world],
+                    received: vec![0; world],
                     ..PlanTraffic::default()
                 }),
             }),
@@ -254,6 +263,8 @@ impl<D: NativeCollectiveDevice> Intercept<D> for Probe {
             traffic.algorithm = Some(plan.algorithm());
             traffic.sent.clear();
             traffic.sent.resize(self.shared.world, 0);
+            traffic.received.clear();
+            traffic.received.resize(self.shared.world, 0);
         }
         if let Some(sink) = &self.shared.sink {
             let start = sink.now();
@@ -285,9 +296,13 @@ impl<D: NativeCollectiveDevice> Intercept<D> for Probe {
         let outcome = self.device_call(name, Some(elements), || inner.exchange(work, step));
         if self.shared.counting && outcome.is_ok() {
             let mut traffic = self.lock();
-            for transfer in &step.transfers {
+            // A local copy crosses no link.
+            for transfer in step.transfers.iter().filter(|t| t.crosses_a_link()) {
                 if let Some(sent) = traffic.sent.get_mut(transfer.from) {
                     *sent += transfer.range.len();
+                }
+                if let Some(received) = traffic.received.get_mut(transfer.to) {
+                    *received += transfer.range.len();
                 }
             }
         }

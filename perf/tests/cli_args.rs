@@ -142,6 +142,10 @@ fn every_collective_has_its_nccl_tests_subcommand() {
         ),
         (["all-gather-perf", "all_gather_perf"], "all_gather"),
         (["broadcast-perf", "broadcast_perf"], "broadcast"),
+        (["reduce-perf", "reduce_perf"], "reduce"),
+        (["gather-perf", "gather_perf"], "gather"),
+        (["scatter-perf", "scatter_perf"], "scatter"),
+        (["alltoall-perf", "alltoall_perf"], "alltoall"),
     ] {
         for name in names {
             let command = parse(&[name, "-b", "4"]).unwrap();
@@ -151,7 +155,7 @@ fn every_collective_has_its_nccl_tests_subcommand() {
         }
     }
     assert!(parse(&["run"]).unwrap().sweep().is_none());
-    assert_eq!(collectives::ALL.len(), 4);
+    assert_eq!(collectives::ALL.len(), 8);
 }
 
 #[test]
@@ -250,10 +254,13 @@ fn operation_and_type_names_follow_nccl_and_rust() {
         ("reduce_scatter", "reduce_scatter"),
         ("Broadcast", "broadcast"),
         ("allreduce", "all_reduce"),
+        ("gather", "gather"),
+        ("all-to-all", "alltoall"),
+        ("alltoall_perf", "alltoall"),
     ] {
         assert_eq!(run(&["--collective", text]).collective.0.nccl_name, name);
     }
-    assert!(error(&["run", "--collective", "gather"]).contains("unknown collective `gather`"));
+    assert!(error(&["run", "--collective", "gatherv"]).contains("unknown collective `gatherv`"));
 }
 
 #[test]

@@ -133,7 +133,7 @@ pub struct GenerationRow {
     pub wrong: u64,
     /// All-reduce ranks with `Ok` whose output bits differ from rank 0's.
     pub differing: u64,
-    /// Elements the busiest rank sent in the plan's completed steps.
+    /// Elements the busiest rank sent or received in the plan's completed steps.
     pub sent: usize,
     /// The algorithm of the plan, if one began.
     pub algorithm: Option<Algorithm>,
