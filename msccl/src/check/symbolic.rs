@@ -1,0 +1,454 @@
+//! The result, symbolically: every cell holds a node of a hash-consed expression DAG.
+//!
+//! Input chunk `c` of rank `r` is the leaf `x[r][c]`; every reduction the executors perform is
+//! binary (`rrs`, `rrc`, `rrcs`: the received chunk and the local source; `re`: the source and
+//! the destination), so a reduced chunk is a binary tree. The executors' reduction operations
+//! are commutative bit for bit (IEEE addition, multiplication, minimum and maximum give the same
+//! bits for `a ⊕ b` and `b ⊕ a`, NaN payloads aside), but not associative, so a node is the
+//! *unordered* pair of its children and two chunks hold the same bits exactly when they hold the
+//! same node: decidable by comparing numbers.
+//!
+//! Race freedom (checked before) makes the result the same in every execution, so one
+//! topological order of the happens-before graph evaluates them all.
+
+use super::cells::Cells;
+use super::model::Model;
+use super::order::Order;
+use super::races::access;
+use super::violation::{Violation, ViolationKind};
+use crate::program::{Buffer, MscclCollective, StepKind};
+use std::collections::{HashMap, HashSet};
+use std::hash::{BuildHasherDefault, Hasher};
+
+/// The node of a cell that holds nothing yet.
+pub(crate) const UNSET: u32 = 0;
+
+/// A multiply-rotate hasher: node numbers are the checker's own small integers.
+#[derive(Default)]
+pub(crate) struct MixHasher(u64);
+
+impl Hasher for MixHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &byte in bytes {
+            self.write_u64(u64::from(byte));
+        }
+    }
+
+    fn write_u32(&mut self, value: u32) {
+        self.write_u64(u64::from(value));
+    }
+
+    fn write_u64(&mut self, value: u64) {
+        self.0 = (self.0.rotate_left(5) ^ value).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+}
+
+/// A [`HashMap`]/[`HashSet`] hasher for node numbers.
+pub(crate) type Mixed = BuildHasherDefault<MixHasher>;
+
+/// A combining node.
+#[derive(Clone, Copy)]
+struct Combine {
+    left: u32,
+    right: u32,
+    /// Input leaves under it, with repetition (saturating).
+    leaves: u32,
+}
+
+/// The expression DAG: leaves `1 + rank·input + chunk`, then combines.
+pub(crate) struct Nodes {
+    input: usize,
+    first_combine: u32,
+    combines: Vec<Combine>,
+    interned: HashMap<(u32, u32), u32, Mixed>,
+}
+
+impl Nodes {
+    pub(crate) fn new(world: usize, input: usize) -> Self {
+        let leaves = world.saturating_mul(input);
+        Nodes {
+            input,
+            first_combine: u32::try_from(leaves + 1).unwrap_or(u32::MAX),
+            combines: Vec::new(),
+            interned: HashMap::default(),
+        }
+    }
+
+    pub(crate) fn leaf(&self, rank: usize, chunk: usize) -> u32 {
+        u32::try_from(1 + rank * self.input + chunk).unwrap_or(u32::MAX)
+    }
+
+    /// `a ⊕ b` as an unordered pair.
+    pub(crate) fn combine(&mut self, a: u32, b: u32) -> u32 {
+        let key = (a.min(b), a.max(b));
+        if let Some(&node) = self.interned.get(&key) {
+            return node;
+        }
+        let leaves = self.leaves(a).saturating_add(self.leaves(b));
+        let node = self
+            .first_combine
+            .saturating_add(u32::try_from(self.combines.len()).unwrap_or(u32::MAX));
+        self.combines.push(Combine {
+            left: key.0,
+            right: key.1,
+            leaves,
+        });
+        self.interned.insert(key, node);
+        node
+    }
+
+    fn combine_node(&self, node: u32) -> Option<Combine> {
+        node.checked_sub(self.first_combine)
+            .and_then(|index| self.combines.get(index as usize).copied())
+    }
+
+    /// Input leaves under `node`, with repetition.
+    pub(crate) fn leaves(&self, node: u32) -> u32 {
+        match self.combine_node(node) {
+            Some(combine) => combine.leaves,
+            None => u32::from(node != UNSET),
+        }
+    }
+
+    /// The `(rank, chunk)` a leaf stands for.
+    pub(crate) fn symbol(&self, node: u32) -> Option<(usize, usize)> {
+        (node != UNSET && node < self.first_combine && self.input > 0).then(|| {
+            let offset = node as usize - 1;
+            (offset / self.input, offset % self.input)
+        })
+    }
+
+    /// Every leaf under `node`, with repetition (call on small trees only).
+    fn symbols(&self, node: u32) -> Vec<(usize, usize)> {
+        let mut found = Vec::new();
+        let mut pending = vec![node];
+        while let Some(next) = pending.pop() {
+            match self.combine_node(next) {
+                Some(combine) => pending.extend([combine.left, combine.right]),
+                None => found.extend(self.symbol(next)),
+            }
+        }
+        found
+    }
+
+    /// A few words for what `node` holds.
+    fn describe(&self, node: u32) -> String {
+        match (self.symbol(node), self.leaves(node)) {
+            (Some((rank, chunk)), _) => format!("gpu {rank}'s input chunk {chunk}"),
+            (None, 0) => "nothing".to_owned(),
+            (None, leaves) => format!("a reduction of {leaves} chunks"),
+        }
+    }
+}
+
+/// What an output chunk must hold.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Expected {
+    /// Input chunk `.1` of rank `.0`, as it is.
+    Copy(usize, usize),
+    /// Every rank's input chunk `.0`, each once, reduced.
+    Reduction(usize),
+    /// Nothing (a non-root's output of reduce or gather).
+    Anything,
+}
+
+/// Whether all ranks hold the same bits for a reduction, or only the same terms.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Agreement {
+    /// Every rank's output chunk is the same tree: the same bits on every executor.
+    Bitwise,
+    /// Every rank holds every contribution once, but some rank folds them in another order:
+    /// floating-point outputs may differ in their last bits between ranks.
+    TermsOnly {
+        /// A rank whose output differs from rank 0's.
+        gpu: usize,
+        /// The output chunk where it first differs.
+        chunk: usize,
+    },
+}
+
+/// The outcome of evaluating one mode.
+pub(crate) struct Evaluation {
+    pub(crate) root: Option<usize>,
+    pub(crate) agreement: Option<Agreement>,
+}
+
+/// Evaluate every op in `order`, then judge every rank's output.
+pub(crate) fn evaluate(
+    model: &Model,
+    order: &Order,
+    cells: &Cells,
+) -> Result<Evaluation, Violation> {
+    let mut nodes = Nodes::new(model.world, cells.input);
+    let mut values = vec![UNSET; cells.total()];
+    let mut writer: Vec<Option<usize>> = vec![None; cells.total()];
+    for rank in 0..model.world {
+        for chunk in 0..cells.input {
+            values[cells.input_cell(rank, chunk)] = nodes.leaf(rank, chunk);
+        }
+    }
+    let mut messages: Vec<Vec<u32>> = vec![Vec::new(); model.messages.len()];
+    for &index in &order.topological {
+        let op = &model.ops[index];
+        let access = access(op, cells);
+        let uninitialized = |buffer: Buffer, chunk: usize| {
+            Violation::new(
+                ViolationKind::UninitializedRead,
+                format!(
+                    "it reads chunk {buffer}[{chunk}], which holds no input and which no step has written before it"
+                ),
+            )
+            .at(op.at)
+            .chunk(buffer, chunk)
+            .in_mode(cells.mode)
+        };
+        let read = |values: &[u32],
+                    (buffer, chunks, range): &(
+            Buffer,
+            std::ops::Range<usize>,
+            std::ops::Range<usize>,
+        )| {
+            let read: Vec<u32> = values[range.clone()].to_vec();
+            match read.iter().position(|&value| value == UNSET) {
+                Some(index) => Err(uninitialized(*buffer, chunks.start + index)),
+                None => Ok(read),
+            }
+        };
+        let source = match &access.reads {
+            Some(view) => Some(read(&values, view)?),
+            None => None,
+        };
+        let incoming = op
+            .recv_msg
+            .map(|message| std::mem::take(&mut messages[message]));
+        let fold = |nodes: &mut Nodes, a: &[u32], b: &[u32]| -> Vec<u32> {
+            a.iter()
+                .zip(b)
+                .map(|(&a, &b)| nodes.combine(a, b))
+                .collect()
+        };
+        let empty = Vec::new();
+        let source = source.as_ref().unwrap_or(&empty);
+        let incoming = incoming.as_ref().unwrap_or(&empty);
+        let (written, sent): (Option<Vec<u32>>, Option<Vec<u32>>) = match op.kind {
+            StepKind::Send => (None, Some(source.clone())),
+            StepKind::Recv => (Some(incoming.clone()), None),
+            StepKind::RecvCopySend => (Some(incoming.clone()), Some(incoming.clone())),
+            StepKind::RecvReduceSend => (None, Some(fold(&mut nodes, source, incoming))),
+            StepKind::RecvReduceCopy => (Some(fold(&mut nodes, source, incoming)), None),
+            StepKind::RecvReduceCopySend => {
+                let result = fold(&mut nodes, source, incoming);
+                (Some(result.clone()), Some(result))
+            }
+            StepKind::Copy => (Some(source.clone()), None),
+            StepKind::Reduce => match &access.writes {
+                Some(view) => {
+                    let old = read(&values, view)?;
+                    (Some(fold(&mut nodes, source, &old)), None)
+                }
+                None => (None, None),
+            },
+            StepKind::Nop => (None, None),
+        };
+        if let (Some(written), Some((_, _, range))) = (written, &access.writes) {
+            for (cell, value) in range.clone().zip(written) {
+                values[cell] = value;
+                writer[cell] = Some(index);
+            }
+        }
+        if let (Some(sent), Some(message)) = (sent, op.send_msg) {
+            messages[message] = sent;
+        }
+    }
+    judge(model, cells, &mut nodes, &values, &writer)
+}
+
+/// Check every rank's output against the collective; infer the root where there is one.
+fn judge(
+    model: &Model,
+    cells: &Cells,
+    nodes: &mut Nodes,
+    values: &[u32],
+    writer: &[Option<usize>],
+) -> Result<Evaluation, Violation> {
+    let world = model.world;
+    let block = model.chunks / world.max(1);
+    let output = cells.output;
+    let value = |rank: usize, chunk: usize| values[cells.output_cell(rank, chunk)];
+    let root = match model.collective {
+        MscclCollective::Broadcast | MscclCollective::Scatter if output > 0 => {
+            Some(nodes.symbol(value(0, 0)).map_or(0, |(rank, _)| rank))
+        }
+        MscclCollective::Reduce if output > 0 => Some(
+            (0..world)
+                .max_by_key(|&rank| (nodes.leaves(value(rank, 0)), std::cmp::Reverse(rank)))
+                .unwrap_or(0),
+        ),
+        MscclCollective::Gather if output > 0 => Some(
+            (0..world)
+                .find(|&rank| value(rank, 0) == nodes.leaf(0, 0))
+                .unwrap_or(0),
+        ),
+        _ => None,
+    };
+    let root_rank = root.unwrap_or(0);
+    let mut proved: HashSet<(u32, usize), Mixed> = HashSet::default();
+    for rank in 0..world {
+        for chunk in 0..output {
+            let expected = match model.collective {
+                MscclCollective::AllReduce => Expected::Reduction(chunk),
+                MscclCollective::ReduceScatter => Expected::Reduction(rank * block + chunk),
+                MscclCollective::AllGather => {
+                    Expected::Copy(chunk / cells.input.max(1), chunk % cells.input.max(1))
+                }
+                MscclCollective::AllToAll => {
+                    Expected::Copy(chunk / block.max(1), rank * block + chunk % block.max(1))
+                }
+                MscclCollective::Broadcast => Expected::Copy(root_rank, chunk),
+                MscclCollective::Reduce if rank == root_rank => Expected::Reduction(chunk),
+                MscclCollective::Gather if rank == root_rank => {
+                    Expected::Copy(chunk / cells.input.max(1), chunk % cells.input.max(1))
+                }
+                MscclCollective::Scatter => Expected::Copy(root_rank, rank * output + chunk),
+                _ => Expected::Anything,
+            };
+            let node = value(rank, chunk);
+            let problem = match expected {
+                Expected::Anything => None,
+                Expected::Copy(source, index) => (node != nodes.leaf(source, index)).then(|| {
+                    (
+                        ViolationKind::WrongData,
+                        format!(
+                            "it holds {}, but {} needs gpu {source}'s input chunk {index} there",
+                            nodes.describe(node),
+                            model.collective_label()
+                        ),
+                    )
+                }),
+                Expected::Reduction(index) => {
+                    if proved.contains(&(node, index)) {
+                        None
+                    } else {
+                        let problem = reduction_problem(nodes, node, index, world);
+                        if problem.is_none() {
+                            proved.insert((node, index));
+                        }
+                        problem
+                    }
+                }
+            };
+            if let Some((kind, detail)) = problem {
+                let cell = cells.output_cell(rank, chunk);
+                let mut violation = Violation::new(kind, format!("output {detail}"))
+                    .on_gpu(rank)
+                    .chunk(Buffer::Output, chunk)
+                    .in_mode(cells.mode);
+                if let Some(op) = writer[cell] {
+                    violation = violation.at(model.ops[op].at);
+                    violation.detail =
+                        format!("output chunk o[{chunk}], last written by this step: {detail}");
+                } else {
+                    violation.detail =
+                        format!("output chunk o[{chunk}], which no step writes: {detail}");
+                }
+                return Err(violation);
+            }
+        }
+    }
+    let agreement = match model.collective {
+        MscclCollective::AllReduce => Some(
+            (1..world)
+                .find_map(|rank| {
+                    (0..output)
+                        .find(|&chunk| value(rank, chunk) != value(0, chunk))
+                        .map(|chunk| Agreement::TermsOnly { gpu: rank, chunk })
+                })
+                .unwrap_or(Agreement::Bitwise),
+        ),
+        MscclCollective::ReduceScatter | MscclCollective::Reduce => Some(Agreement::Bitwise),
+        _ => None,
+    };
+    Ok(Evaluation { root, agreement })
+}
+
+/// What is wrong with `node` as the reduction of every rank's input chunk `index`.
+fn reduction_problem(
+    nodes: &Nodes,
+    node: u32,
+    index: usize,
+    world: usize,
+) -> Option<(ViolationKind, String)> {
+    let leaves = nodes.leaves(node) as usize;
+    if leaves == 0 {
+        return Some((
+            ViolationKind::WrongData,
+            format!("holds nothing, but needs the reduction of every gpu's input chunk {index}"),
+        ));
+    }
+    if leaves > 2 * world + 2 {
+        return Some((
+            ViolationKind::DoubledContribution,
+            format!("holds {leaves} contributions, more than one from each of the {world} gpus"),
+        ));
+    }
+    let found = nodes.symbols(node);
+    let mut counts = vec![0usize; world];
+    let mut foreign = None;
+    for &(rank, chunk) in &found {
+        if chunk == index {
+            if let Some(count) = counts.get_mut(rank) {
+                *count += 1;
+            }
+        } else if foreign.is_none() {
+            foreign = Some((rank, chunk));
+        }
+    }
+    if let Some(rank) = counts.iter().position(|&count| count > 1) {
+        return Some((
+            ViolationKind::DoubledContribution,
+            format!(
+                "holds gpu {rank}'s input chunk {index} {} times in its reduction",
+                counts[rank]
+            ),
+        ));
+    }
+    if let Some((rank, chunk)) = foreign {
+        return Some((
+            ViolationKind::WrongData,
+            format!(
+                "reduces gpu {rank}'s input chunk {chunk} into what must be the reduction of chunk {index}"
+            ),
+        ));
+    }
+    if let Some(rank) = counts.iter().position(|&count| count == 0) {
+        return Some((
+            ViolationKind::MissingContribution,
+            format!(
+                "lacks gpu {rank}'s input chunk {index}: it holds {} of the {world} contributions",
+                counts.iter().filter(|&&count| count > 0).count()
+            ),
+        ));
+    }
+    None
+}
+
+impl Model {
+    /// "an all-reduce" and the like, for messages.
+    pub(crate) fn collective_label(&self) -> &'static str {
+        match self.collective {
+            MscclCollective::AllReduce => "an all-reduce",
+            MscclCollective::AllGather => "an all-gather",
+            MscclCollective::ReduceScatter => "a reduce-scatter",
+            MscclCollective::AllToAll => "an all-to-all",
+            MscclCollective::Broadcast => "a broadcast",
+            MscclCollective::Reduce => "a reduce",
+            MscclCollective::Gather => "a gather",
+            MscclCollective::Scatter => "a scatter",
+            MscclCollective::Custom | MscclCollective::PointToPoint => "this collective",
+        }
+    }
+}
