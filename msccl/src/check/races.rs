@@ -105,8 +105,8 @@ fn check_rank(
         Violation::new(
             ViolationKind::Race,
             format!(
-                "it {verb} chunk {buffer}[{chunk}] while {} ({}) may touch it at the same time: no dependency, message or program order puts one before the other",
-                that.at, that.kind
+                "it {verb} chunk {buffer}[{chunk}] while the {} step {} may touch it at the same time: no dependency, message or program order puts one before the other",
+                that.kind, that.at
             ),
         )
         .at(this.at)

@@ -64,6 +64,8 @@ pub(crate) struct Nodes {
     input: usize,
     first_combine: u32,
     combines: Vec<Combine>,
+    /// The op that first built each combine.
+    creators: Vec<usize>,
     interned: HashMap<(u32, u32), u32, Mixed>,
 }
 
@@ -74,6 +76,7 @@ impl Nodes {
             input,
             first_combine: u32::try_from(leaves + 1).unwrap_or(u32::MAX),
             combines: Vec::new(),
+            creators: Vec::new(),
             interned: HashMap::default(),
         }
     }
@@ -82,8 +85,8 @@ impl Nodes {
         u32::try_from(1 + rank * self.input + chunk).unwrap_or(u32::MAX)
     }
 
-    /// `a ⊕ b` as an unordered pair.
-    pub(crate) fn combine(&mut self, a: u32, b: u32) -> u32 {
+    /// `a ⊕ b` as an unordered pair, built by op `by` if it is new.
+    pub(crate) fn combine(&mut self, a: u32, b: u32, by: usize) -> u32 {
         let key = (a.min(b), a.max(b));
         if let Some(&node) = self.interned.get(&key) {
             return node;
@@ -97,8 +100,50 @@ impl Nodes {
             right: key.1,
             leaves,
         });
+        self.creators.push(by);
         self.interned.insert(key, node);
         node
+    }
+
+    /// Every node of `node`'s tree, itself included (call on small trees only).
+    fn subtree(&self, node: u32) -> HashSet<u32, Mixed> {
+        let mut found = HashSet::default();
+        let mut pending = vec![node];
+        while let Some(next) = pending.pop() {
+            if found.insert(next) {
+                if let Some(combine) = self.combine_node(next) {
+                    pending.extend([combine.left, combine.right]);
+                }
+            }
+        }
+        found
+    }
+
+    /// Whether `node`'s tree holds the leaf `leaf`.
+    fn holds(&self, node: u32, leaf: u32) -> bool {
+        self.subtree(node).contains(&leaf)
+    }
+
+    /// The lowest combine of `node`'s tree whose two sides both hold `leaf`, and the op that
+    /// built it: where a contribution was counted twice.
+    fn doubling(&self, node: u32, leaf: u32) -> Option<usize> {
+        let mut current = node;
+        loop {
+            let combine = self.combine_node(current)?;
+            let (left, right) = (
+                self.holds(combine.left, leaf),
+                self.holds(combine.right, leaf),
+            );
+            match (left, right) {
+                (true, true) => {
+                    let index = (current - self.first_combine) as usize;
+                    return self.creators.get(index).copied();
+                }
+                (true, false) => current = combine.left,
+                (false, true) => current = combine.right,
+                (false, false) => return None,
+            }
+        }
     }
 
     fn combine_node(&self, node: u32) -> Option<Combine> {
@@ -192,6 +237,8 @@ pub(crate) fn evaluate(
         }
     }
     let mut messages: Vec<Vec<u32>> = vec![Vec::new(); model.messages.len()];
+    let mut produced: Vec<Vec<u32>> = vec![Vec::new(); model.ops.len()];
+    let mut overwritten: Vec<Vec<u32>> = vec![Vec::new(); model.ops.len()];
     for &index in &order.topological {
         let op = &model.ops[index];
         let access = access(op, cells);
@@ -228,7 +275,7 @@ pub(crate) fn evaluate(
         let fold = |nodes: &mut Nodes, a: &[u32], b: &[u32]| -> Vec<u32> {
             a.iter()
                 .zip(b)
-                .map(|(&a, &b)| nodes.combine(a, b))
+                .map(|(&a, &b)| nodes.combine(a, b, index))
                 .collect()
         };
         let empty = Vec::new();
@@ -254,8 +301,14 @@ pub(crate) fn evaluate(
             },
             StepKind::Nop => (None, None),
         };
+        if let Some(written) = &written {
+            produced[index].extend_from_slice(written);
+        } else if let Some(sent) = &sent {
+            produced[index].extend_from_slice(sent);
+        }
         if let (Some(written), Some((_, _, range))) = (written, &access.writes) {
             for (cell, value) in range.clone().zip(written) {
+                overwritten[index].push(values[cell]);
                 values[cell] = value;
                 writer[cell] = Some(index);
             }
@@ -264,17 +317,32 @@ pub(crate) fn evaluate(
             messages[message] = sent;
         }
     }
-    judge(model, cells, &mut nodes, &values, &writer)
+    let state = State {
+        values,
+        writer,
+        produced,
+        overwritten,
+    };
+    judge(model, order, cells, &mut nodes, &state)
+}
+
+/// The evaluated cells, who wrote each last, what every op produced and what it overwrote.
+struct State {
+    values: Vec<u32>,
+    writer: Vec<Option<usize>>,
+    produced: Vec<Vec<u32>>,
+    overwritten: Vec<Vec<u32>>,
 }
 
 /// Check every rank's output against the collective; infer the root where there is one.
 fn judge(
     model: &Model,
+    order: &Order,
     cells: &Cells,
     nodes: &mut Nodes,
-    values: &[u32],
-    writer: &[Option<usize>],
+    state: &State,
 ) -> Result<Evaluation, Violation> {
+    let values = &state.values;
     let world = model.world;
     let block = model.chunks / world.max(1);
     let output = cells.output;
@@ -323,10 +391,11 @@ fn judge(
                     (
                         ViolationKind::WrongData,
                         format!(
-                            "it holds {}, but {} needs gpu {source}'s input chunk {index} there",
+                            "holds {}, but {} needs gpu {source}'s input chunk {index} there",
                             nodes.describe(node),
                             model.collective_label()
                         ),
+                        None,
                     )
                 }),
                 Expected::Reduction(index) => {
@@ -341,21 +410,10 @@ fn judge(
                     }
                 }
             };
-            if let Some((kind, detail)) = problem {
-                let cell = cells.output_cell(rank, chunk);
-                let mut violation = Violation::new(kind, format!("output {detail}"))
-                    .on_gpu(rank)
-                    .chunk(Buffer::Output, chunk)
-                    .in_mode(cells.mode);
-                if let Some(op) = writer[cell] {
-                    violation = violation.at(model.ops[op].at);
-                    violation.detail =
-                        format!("output chunk o[{chunk}], last written by this step: {detail}");
-                } else {
-                    violation.detail =
-                        format!("output chunk o[{chunk}], which no step writes: {detail}");
-                }
-                return Err(violation);
+            if let Some(problem) = problem {
+                return Err(locate(
+                    model, order, cells, nodes, state, rank, chunk, node, problem,
+                ));
             }
         }
     }
@@ -375,24 +433,94 @@ fn judge(
     Ok(Evaluation { root, agreement })
 }
 
-/// What is wrong with `node` as the reduction of every rank's input chunk `index`.
-fn reduction_problem(
+/// What is wrong with an output chunk: the kind, the sentence, and the contribution at fault
+/// (`(rank, chunk)`) for a missing or doubled one.
+type Problem = (ViolationKind, String, Option<(usize, usize)>);
+
+/// Name the step to blame for `problem` in rank `rank`'s output chunk `chunk` (holding `node`):
+/// for a doubled contribution, the step that built the reduction counting it twice; for a
+/// missing one, the first step on the contributing rank that wrote a part of this chunk's
+/// reduction over a value holding the contribution (or, failing that, that handled such a
+/// part at all); otherwise the step that wrote the output last. The last writer is the other
+/// step named.
+#[allow(clippy::too_many_arguments)]
+fn locate(
+    model: &Model,
+    order: &Order,
+    cells: &Cells,
     nodes: &Nodes,
+    state: &State,
+    rank: usize,
+    chunk: usize,
     node: u32,
-    index: usize,
-    world: usize,
-) -> Option<(ViolationKind, String)> {
+    (kind, detail, contribution): Problem,
+) -> Violation {
+    let writer = state.writer[cells.output_cell(rank, chunk)];
+    let culprit = match (kind, contribution) {
+        (ViolationKind::DoubledContribution, Some((source, index))) => {
+            nodes.doubling(node, nodes.leaf(source, index))
+        }
+        (ViolationKind::MissingContribution, Some((source, index))) => {
+            let parts = nodes.subtree(node);
+            let leaf = nodes.leaf(source, index);
+            let handles = |op: usize| {
+                model.ops[op].gpu == source
+                    && state.produced[op].iter().any(|value| parts.contains(value))
+            };
+            let destroys = |op: usize| {
+                handles(op)
+                    && state.overwritten[op]
+                        .iter()
+                        .any(|&old| old != UNSET && nodes.holds(old, leaf))
+            };
+            let ops = || order.topological.iter().copied();
+            ops()
+                .find(|&op| destroys(op))
+                .or_else(|| ops().find(|&op| handles(op)))
+        }
+        _ => None,
+    };
+    let blamed = culprit.or(writer);
+    let mut text = format!("gpu {rank}'s output chunk o[{chunk}] {detail}");
+    match (culprit, writer) {
+        (Some(culprit), Some(writer)) if culprit != writer => text.push_str(&format!(
+            "; this step is where it goes wrong ({} wrote the output last)",
+            model.ops[writer].at
+        )),
+        (Some(_), _) => text.push_str("; this step is where it goes wrong"),
+        (None, Some(_)) => text.push_str("; this step wrote it last"),
+        (None, None) => text.push_str("; no step writes it"),
+    }
+    let mut violation = Violation::new(kind, text)
+        .on_gpu(rank)
+        .chunk(Buffer::Output, chunk)
+        .in_mode(cells.mode);
+    if let Some(op) = blamed {
+        violation = violation.at(model.ops[op].at);
+    }
+    if let (Some(culprit), Some(writer)) = (culprit, writer) {
+        if culprit != writer {
+            violation = violation.other(model.ops[writer].at);
+        }
+    }
+    violation
+}
+
+/// What is wrong with `node` as the reduction of every rank's input chunk `index`.
+fn reduction_problem(nodes: &Nodes, node: u32, index: usize, world: usize) -> Option<Problem> {
     let leaves = nodes.leaves(node) as usize;
     if leaves == 0 {
         return Some((
             ViolationKind::WrongData,
             format!("holds nothing, but needs the reduction of every gpu's input chunk {index}"),
+            None,
         ));
     }
     if leaves > 2 * world + 2 {
         return Some((
             ViolationKind::DoubledContribution,
             format!("holds {leaves} contributions, more than one from each of the {world} gpus"),
+            None,
         ));
     }
     let found = nodes.symbols(node);
@@ -414,6 +542,7 @@ fn reduction_problem(
                 "holds gpu {rank}'s input chunk {index} {} times in its reduction",
                 counts[rank]
             ),
+            Some((rank, index)),
         ));
     }
     if let Some((rank, chunk)) = foreign {
@@ -422,6 +551,7 @@ fn reduction_problem(
             format!(
                 "reduces gpu {rank}'s input chunk {chunk} into what must be the reduction of chunk {index}"
             ),
+            None,
         ));
     }
     if let Some(rank) = counts.iter().position(|&count| count == 0) {
@@ -431,6 +561,7 @@ fn reduction_problem(
                 "lacks gpu {rank}'s input chunk {index}: it holds {} of the {world} contributions",
                 counts.iter().filter(|&&count| count > 0).count()
             ),
+            Some((rank, index)),
         ));
     }
     None

@@ -29,8 +29,9 @@ pub enum ViolationKind {
     /// Some threadblocks wait for each other forever (or for a step that never signals),
     /// however large the connection buffers.
     Deadlock,
-    /// The program deadlocks when each connection holds only one message in flight (the
-    /// least the executors guarantee), though not with unbounded buffers.
+    /// The program deadlocks when each connection holds only as many messages as the
+    /// executors guarantee for its protocol (2 for Simple, 8 for LL and LL128), though not with
+    /// unbounded buffers.
     BufferDeadlock,
     /// Two steps of a rank touch the same chunk, one writing, with no order between them.
     Race,
@@ -58,7 +59,7 @@ impl ViolationKind {
             ViolationKind::Unmatched => "unmatched",
             ViolationKind::CountMismatch => "count mismatch",
             ViolationKind::Deadlock => "deadlock",
-            ViolationKind::BufferDeadlock => "deadlock with one-message buffers",
+            ViolationKind::BufferDeadlock => "buffer deadlock",
             ViolationKind::Race => "race",
             ViolationKind::UninitializedRead => "uninitialized read",
             ViolationKind::MissingContribution => "missing contribution",
