@@ -52,6 +52,13 @@ pub enum MscclError {
         /// Why it does not fit.
         reason: String,
     },
+    /// The lowering found no way to order its transfers into steps (a bug of this crate if it
+    /// ever happens: every sound program has one).
+    #[error("the program cannot be expressed as ruCCL steps: {reason}")]
+    Inexpressible {
+        /// What went wrong.
+        reason: String,
+    },
     /// The program's reductions, in the only order ruCCL's combining steps can fold them,
     /// leave ranks with different trees for one all-reduce output chunk: ruCCL requires
     /// identical bits on every rank.

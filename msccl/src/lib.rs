@@ -12,7 +12,7 @@
 //! | `program.rs`| [`Program`] and its parts: the file as written                      |
 //! | `parse.rs`  | [`parse`]: XML to [`Program`], bounded, with positions              |
 //! | `check/`    | [`Program::check`]: [`Report`] or [`Violation`]                     |
-//! | `lower.rs`  | [`Program::lower`]: a [`PlanParts`](ruccl_core::PlanParts)           |
+//! | `lower/`    | [`Program::lower`]: a [`PlanParts`](ruccl_core::PlanParts)           |
 //! | `export.rs` | [`export`]: a [`Plan`](ruccl_core::Plan) as MSCCL XML               |
 //! | `error.rs`  | [`MscclError`]                                                       |
 //!
@@ -27,7 +27,7 @@ mod program;
 
 pub use check::{Agreement, Outcome, Report, StepRef, Violation, ViolationKind};
 pub use error::MscclError;
-pub use lower::Lowered;
+pub use lower::{LowerOptions, Lowered};
 pub use parse::{MAX_BYTES, MAX_CELLS, MAX_NODES, MAX_WORLD, parse};
 pub use program::{
     Buffer, Gpu, Mode, MscclCollective, Operand, Position, Program, Protocol, Step, StepKind,

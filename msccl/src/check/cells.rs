@@ -75,6 +75,17 @@ impl Cells {
         self.bases[rank][Buffer::Output as usize] + chunk
     }
 
+    /// The cells of `chunks` of `buffer` on `rank`, counted from the rank's first cell.
+    pub(crate) fn local(&self, rank: usize, buffer: Buffer, chunks: Range<usize>) -> Range<usize> {
+        let range = self.range(rank, buffer, chunks);
+        range.start - self.first[rank]..range.end - self.first[rank]
+    }
+
+    /// Cells of `rank`'s input and output region (both buffers, or the one they share).
+    pub(crate) fn region(&self, rank: usize) -> usize {
+        self.bases[rank][Buffer::Scratch as usize] - self.first[rank]
+    }
+
     /// Cells of one rank.
     pub(crate) fn rank_len(&self, rank: usize) -> usize {
         self.first[rank + 1] - self.first[rank]
