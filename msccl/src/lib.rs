@@ -21,12 +21,14 @@
 
 mod check;
 mod error;
+mod export;
 mod lower;
 mod parse;
 mod program;
 
 pub use check::{Agreement, Outcome, Report, StepRef, Violation, ViolationKind};
 pub use error::MscclError;
+pub use export::export;
 pub use lower::{LowerOptions, Lowered};
 pub use parse::{MAX_BYTES, MAX_CELLS, MAX_NODES, MAX_WORLD, parse};
 pub use program::{

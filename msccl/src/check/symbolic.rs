@@ -347,20 +347,28 @@ fn judge(
     let block = model.chunks / world.max(1);
     let output = cells.output;
     let value = |rank: usize, chunk: usize| values[cells.output_cell(rank, chunk)];
+    // The root: where the data flow puts it. A broadcast or scatter delivers the root's input to
+    // rank 0 too; a reduce leaves complete reductions at the root, a gather the right blocks.
+    let best = |score: &dyn Fn(usize) -> usize| {
+        (0..world)
+            .max_by_key(|&rank| (score(rank), std::cmp::Reverse(rank)))
+            .unwrap_or(0)
+    };
     let root = match model.collective {
         MscclCollective::Broadcast | MscclCollective::Scatter if output > 0 => {
             Some(nodes.symbol(value(0, 0)).map_or(0, |(rank, _)| rank))
         }
-        MscclCollective::Reduce if output > 0 => Some(
-            (0..world)
-                .max_by_key(|&rank| (nodes.leaves(value(rank, 0)), std::cmp::Reverse(rank)))
-                .unwrap_or(0),
-        ),
-        MscclCollective::Gather if output > 0 => Some(
-            (0..world)
-                .find(|&rank| value(rank, 0) == nodes.leaf(0, 0))
-                .unwrap_or(0),
-        ),
+        MscclCollective::Reduce => Some(best(&|rank| {
+            (0..output)
+                .filter(|&chunk| nodes.leaves(value(rank, chunk)) as usize == world)
+                .count()
+        })),
+        MscclCollective::Gather => Some(best(&|rank| {
+            let input = cells.input.max(1);
+            (0..output)
+                .filter(|&chunk| value(rank, chunk) == nodes.leaf(chunk / input, chunk % input))
+                .count()
+        })),
         _ => None,
     };
     let root_rank = root.unwrap_or(0);
