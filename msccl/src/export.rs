@@ -191,8 +191,8 @@ struct Exporter {
     ranks: Vec<Rank>,
     /// Working-buffer chunks; temporaries follow.
     base: usize,
-    /// Temporaries handed out in the current step.
-    temporaries: usize,
+    /// Temporaries handed out on each rank in the current step.
+    temporaries: Vec<usize>,
     /// The most temporaries any step used.
     most: usize,
     /// Channel groups: `⌈(W - 1) / 32⌉`.
@@ -216,7 +216,7 @@ impl Exporter {
                 })
                 .collect(),
             base: grid.buffer,
-            temporaries: 0,
+            temporaries: vec![0; world],
             most: 0,
             groups: world.saturating_sub(1).div_ceil(PER_CHANNEL).max(1),
             region: grid.region,
@@ -232,15 +232,14 @@ impl Exporter {
         }
     }
 
-    /// `count` temporary chunks for this step.
-    fn temporary(&mut self, count: usize) -> usize {
-        let start = self.base + self.temporaries;
-        self.temporaries += count;
-        self.most = self.most.max(self.temporaries);
-        for rank in &mut self.ranks {
-            if rank.access.len() < start + count {
-                rank.access.resize(start + count, Access::default());
-            }
+    /// `count` temporary chunks of `rank` for this step.
+    fn temporary(&mut self, rank: usize, count: usize) -> usize {
+        let start = self.base + self.temporaries[rank];
+        self.temporaries[rank] += count;
+        self.most = self.most.max(self.temporaries[rank]);
+        let access = &mut self.ranks[rank].access;
+        if access.len() < start + count {
+            access.resize(start + count, Access::default());
         }
         start
     }
@@ -368,7 +367,7 @@ impl Exporter {
             }
         }
         for step in plan.steps() {
-            self.temporaries = 0;
+            self.temporaries.fill(0);
             self.step(step, &chunks);
         }
         if self.region.is_none() {
@@ -445,7 +444,7 @@ impl Exporter {
                 writer == from && *at < source.end && source.start < *at + other.len()
             });
             if overwritten {
-                let copy = self.temporary(source.len());
+                let copy = self.temporary(*from, source.len());
                 let block = self.local(*from);
                 for (offset, count) in pieces(source.len()) {
                     let (src, dst) = (source.start + offset, copy + offset);
@@ -675,7 +674,7 @@ impl Exporter {
         let accumulator = if own_first {
             target
         } else {
-            self.temporary(count)
+            self.temporary(rank, count)
         };
         let span = |start: usize| start..start + count;
         for (index, &(sender, chunk, lane)) in operands.iter().enumerate() {
@@ -707,7 +706,7 @@ impl Exporter {
                     );
                 }
                 Some(lane) => {
-                    let slot = self.temporary(count);
+                    let slot = self.temporary(rank, count);
                     let block = self.link(rank, sender, lane);
                     self.push(
                         rank,

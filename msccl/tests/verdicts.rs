@@ -108,6 +108,27 @@ fn expectations() -> Vec<(&'static str, Verdict)> {
             "broken_reduce_scatter_scratch_n2_missing",
             Fail(ViolationKind::MissingContribution, Step(0, 0, 3)),
         ),
+        ("export_allreduce_direct_n3", Pass(Some(Agreement::Bitwise))),
+        ("export_allreduce_ring_n4", Pass(Some(Agreement::Bitwise))),
+        ("export_alltoall_direct_n3", Pass(None)),
+        ("export_broadcast_ring_n4_root2", Pass(None)),
+        ("export_gather_ring_n3_root1", Pass(None)),
+        (
+            "export_reduce_scatter_halving_doubling_n4",
+            Pass(Some(Agreement::Bitwise)),
+        ),
+        (
+            "broken_export_allreduce_direct_n3_unwaited",
+            Fail(ViolationKind::Race, Step(0, 0, 1)),
+        ),
+        (
+            "broken_export_allreduce_ring_n4_missing",
+            Fail(ViolationKind::MissingContribution, Step(0, 1, 0)),
+        ),
+        (
+            "broken_export_alltoall_direct_n3_unmatched",
+            Fail(ViolationKind::Unmatched, Step(1, 0, 0)),
+        ),
         ("malformed_missing_cnt", Malformed(4)),
         ("malformed_not_a_number", Malformed(2)),
         ("malformed_step_type", Malformed(4)),
@@ -179,7 +200,7 @@ fn every_committed_file_is_listed() {
                 .unwrap_or_default()
                 .to_owned();
             assert!(
-                listed.contains(&stem.as_str()) || stem.starts_with("export_"),
+                listed.contains(&stem.as_str()),
                 "{stem}.xml has no expected verdict"
             );
         }

@@ -72,8 +72,9 @@ pub(crate) fn build(
     cells: &Cells,
     elements: &Elements,
     feed: bool,
+    stage_all: bool,
 ) -> Result<Built, MscclError> {
-    let mut staged = vec![false; model.messages.len()];
+    let mut staged = vec![stage_all; model.messages.len()];
     for _round in 0..4 {
         let graph = Graph::build(model, order, cells, elements, &staged, feed);
         let components = graph.components();

@@ -166,6 +166,17 @@ fn lower_analysis(
     input_len: usize,
     collective: impl Fn(usize) -> Collective,
 ) -> Result<(PlanParts, usize), MscclError> {
+    lower_staging(analysis, mode, input_len, collective, false)
+}
+
+/// [`lower_analysis`], staging every message if `stage_all` (for tests of the staging path).
+fn lower_staging(
+    analysis: &Analysis,
+    mode: Mode,
+    input_len: usize,
+    collective: impl Fn(usize) -> Collective,
+    stage_all: bool,
+) -> Result<(PlanParts, usize), MscclError> {
     let model = &analysis.model;
     // Races and the result: a race makes the program unsound; a wrong result lowers anyway.
     let (root, agreement) = match analysis.evaluate(mode) {
@@ -176,10 +187,10 @@ fn lower_analysis(
     let cells = Cells::new(model, mode);
     let elements = Elements::new(model, &cells, input_len)?;
     let collective = collective(root);
-    let mut built = build::build(model, &analysis.order, &cells, &elements, true)?;
+    let mut built = build::build(model, &analysis.order, &cells, &elements, true, stage_all)?;
     if let Collective::AllReduce(_) = collective {
         if fold::check(model, &cells, &built).is_err() {
-            built = build::build(model, &analysis.order, &cells, &elements, false)?;
+            built = build::build(model, &analysis.order, &cells, &elements, false, stage_all)?;
         }
         fold::check(model, &cells, &built).map_err(|error| match error {
             MscclError::FoldOrder { gpu, chunk, .. } => MscclError::FoldOrder {
@@ -371,5 +382,67 @@ impl Elements {
         let first = self.cell(region, chunks.start);
         let last = self.cell(region, chunks.end - 1);
         first.start..last.end
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::parse;
+
+    /// Every passing program of the committed corpus, lowered with every message staged (sent
+    /// into a temporary of the receiver, copied or folded at the receive), at several lengths:
+    /// ruCCL's checker accepts it, as it accepts the direct lowering.
+    #[test]
+    fn staging_every_message_still_computes_the_collective() {
+        let folder = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data");
+        let mut lowered = 0;
+        for entry in std::fs::read_dir(folder).expect("tests/data") {
+            let path = entry.expect("entry").path();
+            let text = std::fs::read_to_string(&path).expect("readable");
+            let Ok(program) = parse(&text) else { continue };
+            if program.check().is_err() {
+                continue;
+            }
+            let Ok(analysis) = Analysis::new(&program) else {
+                continue;
+            };
+            let Ok(collective_of) = ruccl_collective(&program) else {
+                continue;
+            };
+            for mode in program.modes() {
+                for input_len in [0, 7, 60, 61] {
+                    for stage_all in [false, true] {
+                        let result = lower_staging(
+                            &analysis,
+                            mode,
+                            input_len,
+                            |root| collective_of(ReduceOperation::Sum, root),
+                            stage_all,
+                        );
+                        match result {
+                            Ok((parts, staged)) => {
+                                assert!(
+                                    !stage_all
+                                        || staged > 0
+                                        || parts.steps.is_empty()
+                                        || analysis.model.messages.is_empty()
+                                );
+                                if let Err(violation) = Plan::from_parts(parts) {
+                                    panic!(
+                                        "{} {mode} n={input_len} staged={stage_all}: {violation}",
+                                        path.display()
+                                    );
+                                }
+                                lowered += 1;
+                            }
+                            Err(MscclError::Length { .. } | MscclError::FoldOrder { .. }) => {}
+                            Err(error) => panic!("{}: {error}", path.display()),
+                        }
+                    }
+                }
+            }
+        }
+        assert!(lowered > 20, "{lowered}");
     }
 }
