@@ -58,7 +58,8 @@ fn exports() -> Vec<(String, String)> {
     PLANS
         .iter()
         .map(|&(stem, collective, algorithm, world, input_len)| {
-            let plan = Plan::new(collective, algorithm, world, input_len).expect("a built-in plan");
+            let plan = Plan::new(collective, algorithm, world, input_len)
+                .unwrap_or_else(|error| panic!("{stem}: {error}"));
             (stem.to_owned(), ruccl_msccl::export(&plan))
         })
         .collect()
@@ -100,8 +101,7 @@ fn broken(exports: &[(String, String)]) -> Vec<(String, String)> {
     let alltoall = find("export_alltoall_direct_n3");
     let last_receive = alltoall
         .lines()
-        .filter(|line| line.contains("type=\"r\""))
-        .last()
+        .rfind(|line| line.contains("type=\"r\""))
         .unwrap_or_default()
         .to_owned();
     let unmatched = edit_first(&alltoall, &last_receive, |_| None);
