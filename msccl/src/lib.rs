@@ -30,7 +30,7 @@ pub use check::{Agreement, Outcome, Report, StepRef, Violation, ViolationKind};
 pub use error::MscclError;
 pub use export::export;
 pub use lower::{LowerOptions, Lowered};
-pub use parse::{MAX_BYTES, MAX_CELLS, MAX_NODES, MAX_WORLD, parse};
+pub use parse::{MAX_BYTES, MAX_CELLS, MAX_CLOCKS, MAX_NODES, MAX_WORLD, parse};
 pub use program::{
     Buffer, Gpu, Mode, MscclCollective, Operand, Position, Program, Protocol, Step, StepKind,
     Threadblock,

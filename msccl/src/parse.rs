@@ -11,7 +11,7 @@
 //!
 //! Values are kept as written, so [`Program::check`](crate::Program::check) can say which step
 //! uses a bad peer, offset or count instead of the parser refusing the file. Only sizes that
-//! would make checking itself expensive are refused here (see [`MAX_CELLS`]).
+//! would make checking itself expensive are refused here (see [`MAX_CELLS`], [`MAX_CLOCKS`]).
 
 use crate::error::MscclError;
 use crate::program::{
@@ -31,6 +31,10 @@ pub const MAX_CELLS: u64 = 1 << 23;
 
 /// The largest `ngpus` accepted.
 pub const MAX_WORLD: i64 = 1 << 12;
+
+/// The most `steps × threadblocks of the busiest rank` accepted: the race check keeps one
+/// clock entry per step and threadblock of a rank.
+pub const MAX_CLOCKS: u64 = 1 << 26;
 
 /// Parse one MSCCL algorithm (`<algo>` as the root element).
 ///
@@ -329,6 +333,20 @@ fn check_size(program: &Program) -> Result<(), MscclError> {
         for declared in [gpu.input_chunks, gpu.output_chunks, gpu.scratch_chunks] {
             total = total.saturating_add(declared.max(0).unsigned_abs());
         }
+    }
+    let steps = program.step_count() as u64;
+    let widest = program
+        .gpus
+        .iter()
+        .map(|gpu| gpu.threadblocks.len() as u64)
+        .max()
+        .unwrap_or(0);
+    if steps.saturating_mul(widest) > MAX_CLOCKS {
+        return Err(MscclError::TooLarge {
+            position: Some(program.position),
+            what: format!("{steps} steps × {widest} threadblocks on one rank"),
+            limit: format!("{MAX_CLOCKS}"),
+        });
     }
     if total > MAX_CELLS {
         return Err(MscclError::TooLarge {

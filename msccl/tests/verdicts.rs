@@ -263,3 +263,28 @@ fn a_hundred_megabytes_of_garbage_is_refused_at_once() {
         start.elapsed()
     );
 }
+
+#[test]
+fn an_input_length_beyond_the_address_space_is_refused_not_overflowed() {
+    let program = parse(&data("alltoall_direct_n3")).expect("parses");
+    let error = program.lower(usize::MAX - 2).expect_err("too long");
+    assert!(matches!(error, MscclError::Length { .. }), "{error}");
+    let error = program.lower(4).expect_err("not three blocks");
+    assert!(matches!(error, MscclError::Length { .. }), "{error}");
+}
+
+#[test]
+fn a_program_too_wide_to_check_is_refused_by_the_parser() {
+    // One rank with 9000 threadblocks of one nop each: 9000 steps × 9000 threadblocks.
+    let mut xml = String::from(
+        "<algo proto=\"Simple\" nchannels=\"1\" nchunksperloop=\"1\" ngpus=\"1\" coll=\"custom\" inplace=\"1\"><gpu id=\"0\" i_chunks=\"1\" o_chunks=\"1\" s_chunks=\"0\">",
+    );
+    for id in 0..9000 {
+        xml.push_str(&format!(
+            "<tb id=\"{id}\" send=\"-1\" recv=\"-1\" chan=\"0\"><step s=\"0\" type=\"nop\" srcbuf=\"i\" srcoff=\"-1\" dstbuf=\"o\" dstoff=\"-1\" cnt=\"0\" depid=\"-1\" deps=\"-1\" hasdep=\"0\"/></tb>"
+        ));
+    }
+    xml.push_str("</gpu></algo>");
+    let error = parse(&xml).expect_err("too wide");
+    assert!(matches!(error, MscclError::TooLarge { .. }), "{error}");
+}

@@ -316,10 +316,23 @@ impl Elements {
         let pieces = balanced_ranges(block, per_block);
         let unit = pieces.iter().map(Range::len).max().unwrap_or(0);
         let output_blocks = cells.output.checked_div(per_block).unwrap_or(0).max(1);
-        let region = match cells.mode {
-            Mode::OutOfPlace => (input_blocks + output_blocks) * block,
-            Mode::InPlace => input_blocks.max(output_blocks) * block,
+        let blocks = match cells.mode {
+            Mode::OutOfPlace => input_blocks + output_blocks,
+            Mode::InPlace => input_blocks.max(output_blocks),
         };
+        // Room for the region and any number of scratch and temporary chunks a program within
+        // the parser's bounds can need, so element offsets never overflow.
+        let region = blocks
+            .checked_mul(block)
+            .filter(|&region| {
+                unit.checked_mul(1 << 32)
+                    .and_then(|room| region.checked_add(room))
+                    .is_some()
+            })
+            .ok_or_else(|| MscclError::Length {
+                input_len,
+                reason: "the working buffer's elements would overflow the address space".to_owned(),
+            })?;
         Ok(Elements {
             pieces,
             block,
