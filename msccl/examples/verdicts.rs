@@ -110,7 +110,7 @@ fn main() {
         }
         let verdict = match checked {
             Err(error) => format!("PARSE ERROR {error}"),
-            Ok(Ok(report)) => format!("PASS {:?} {:?}", report.outcome, report.lowered),
+            Ok(Ok(report)) => format!("PASS {report}"),
             Ok(Err(violation)) => format!("FAIL {violation}"),
         };
         println!("{name}: {verdict} [{elapsed:.1} ms]");

@@ -288,3 +288,13 @@ fn a_program_too_wide_to_check_is_refused_by_the_parser() {
     let error = parse(&xml).expect_err("too wide");
     assert!(matches!(error, MscclError::TooLarge { .. }), "{error}");
 }
+
+#[test]
+fn a_report_displays_on_one_line() {
+    let program = parse(&data("allreduce_ring_n3")).expect("parses");
+    let text = program.check().expect("passes").to_string();
+    assert_eq!(
+        text,
+        "allreduce on 3 gpus, 3 chunks, 15 steps, 3 connections: verified, bitwise; needs more than one slot per connection (has 2); lowers to 4 ruCCL steps, busiest rank sends 4 chunks (bound 4)"
+    );
+}
