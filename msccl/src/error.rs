@@ -1,7 +1,7 @@
 //! [`MscclError`]: why a text is no MSCCL program, or a program no ruCCL plan.
 
 use crate::check::Violation;
-use crate::program::Position;
+use crate::program::{Mode, Position};
 
 /// Why [`parse`](crate::parse) refuses a text, or [`lower`](crate::Program::lower) a program.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -43,6 +43,18 @@ pub enum MscclError {
     Unsupported {
         /// `coll` as written.
         collective: String,
+    },
+    /// The program does not declare the mode asked for (`inplace`/`outofplace`).
+    #[error("the program does not declare {mode} execution")]
+    Mode {
+        /// The mode asked for.
+        mode: Mode,
+    },
+    /// ruCCL's checker refuses the lowered plan (a program whose result `check` refuses).
+    #[error("ruCCL's checker refuses the lowered plan: {reason}")]
+    Refused {
+        /// The checker's violation.
+        reason: String,
     },
     /// The input length does not fit the collective's layout.
     #[error("an input of {input_len} elements does not fit: {reason}")]

@@ -121,10 +121,7 @@ impl Program {
             .mode
             .unwrap_or_else(|| self.modes().first().copied().unwrap_or(Mode::InPlace));
         if !self.modes().contains(&mode) {
-            return Err(MscclError::Length {
-                input_len,
-                reason: format!("the program does not declare {mode} execution"),
-            });
+            return Err(MscclError::Mode { mode });
         }
         lower_analysis(&analysis, mode, input_len, |root| {
             collective_of(options.operation, root)
@@ -243,9 +240,8 @@ pub(crate) fn summary(program: &Program, analysis: &Analysis) -> Result<Lowered,
     let (parts, staged) = lower_analysis(analysis, mode, input_len, |root| {
         collective_of(ReduceOperation::Sum, root)
     })?;
-    let plan = Plan::from_parts(parts).map_err(|violation| MscclError::Length {
-        input_len,
-        reason: format!("ruCCL's checker refuses the lowered plan: {violation}"),
+    let plan = Plan::from_parts(parts).map_err(|violation| MscclError::Refused {
+        reason: violation.to_string(),
     })?;
     let busiest_sent = (0..world)
         .map(|rank| {
