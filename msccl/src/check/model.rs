@@ -401,23 +401,19 @@ fn load_steps(
                 format!("s=\"{}\" is negative", step.s),
             ));
         }
+        // The loaders take any negative depid as none.
+        if step.depid >= 0 {
+            pending.push((step.depid, step.deps, at));
+        }
+        if step.kind == StepKind::Nop {
+            nops += 1;
+            continue;
+        }
         if step.hasdep != 0 && step.hasdep != 1 {
             return Err(bad(
                 ViolationKind::BadStep,
                 format!("hasdep=\"{}\" is not 0 or 1", step.hasdep),
             ));
-        }
-        if step.depid >= 0 {
-            pending.push((step.depid, step.deps, at));
-        } else if step.depid != -1 {
-            return Err(bad(
-                ViolationKind::BadDependency,
-                format!("depid=\"{}\" is neither -1 nor a threadblock", step.depid),
-            ));
-        }
-        if step.kind == StepKind::Nop {
-            nops += 1;
-            continue;
         }
         if !(0..MAX_COUNT).contains(&step.count) {
             return Err(bad(
