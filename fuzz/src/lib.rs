@@ -13,6 +13,7 @@
 //! | [`rendezvous_script`]   | `rendezvous_script` | DESIGN.md's properties for mixed collectives under mismatches, faults, aborts, timeouts |
 //! | [`fault_spec_parse`]    | `fault_spec_parse`  | fault spec/plan text: no panic, canonical round trip    |
 //! | [`registry_ops`]        | `registry_ops`      | the registry's sharing and replacement rules            |
+//! | [`msccl`]               | `msccl`             | MSCCL XML: `parse`/`check`/`lower` never panic and agree with `Plan::from_parts`; accepted plans export back |
 //!
 //! Inputs decode with [`bytes::Reader`], which never fails; [`bytes::Writer`] encodes readable
 //! cases back into bytes for the seed corpora (`cargo run --example write_seeds`). Values are
@@ -23,6 +24,7 @@
 pub mod bytes;
 pub mod fault_spec_parse;
 pub mod harness;
+pub mod msccl;
 pub mod plans;
 pub mod registry_ops;
 pub mod rendezvous_script;
@@ -39,6 +41,7 @@ pub const TARGETS: &[(&str, Check)] = &[
     ("sim_contract", sim_contract::check),
     ("fault_spec_parse", fault_spec_parse::check),
     ("registry_ops", registry_ops::check),
+    ("msccl", msccl::check),
 ];
 
 /// The readable seed inputs of every target: `(target, name, bytes)`. `examples/write_seeds.rs`
@@ -59,6 +62,9 @@ pub fn seed_inputs() -> Vec<(&'static str, &'static str, Vec<u8>)> {
     }
     for (name, operations) in registry_ops::seeds() {
         seeds.push(("registry_ops", name, registry_ops::encode(&operations)));
+    }
+    for (name, bytes) in msccl::seeds() {
+        seeds.push(("msccl", name, bytes));
     }
     seeds
 }

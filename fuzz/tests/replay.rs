@@ -84,6 +84,11 @@ fn the_registry_ops_corpus_replays() {
 }
 
 #[test]
+fn the_msccl_corpus_replays() {
+    replay("msccl");
+}
+
+#[test]
 fn the_readable_seeds_pass() {
     for (target, name, bytes) in ruccl_fuzz::seed_inputs() {
         let check = TARGETS
