@@ -1,11 +1,12 @@
 //! # ruccl-perf
 //!
 //! The ruCCL tools, behind one command line, `ruccl-perf`: nccl-tests-style sweeps of every
-//! collective (`all-reduce-perf`, `reduce-scatter-perf`, `all-gather-perf`, `broadcast-perf`)
-//! over every backend — simulated devices by default, CUDA GPUs behind the `cuda` feature (and
+//! collective (`all-reduce-perf`, `reduce-scatter-perf`, `all-gather-perf`, `broadcast-perf`,
+//! `reduce-perf`, `gather-perf`, `scatter-perf`, `alltoall-perf`; any of them through an imported
+//! MSCCL schedule with `--schedule`) over every backend — simulated devices by default, CUDA GPUs behind the `cuda` feature (and
 //! an NCCL baseline behind `nccl`) — and the fault-scenario runner, with streamed JSON and
 //! Chrome-trace export. The only crate of the workspace with clap and serde: the libraries it
-//! drives (`ruccl-core`, `ruccl-sim`, `ruccl-cuda`) stay free of them.
+//! drives (`ruccl-core`, `ruccl-sim`, `ruccl-cuda`, `ruccl-msccl`) stay free of them.
 //!
 //! | module          | job                                                                   |
 //! |-----------------|-----------------------------------------------------------------------|
@@ -16,6 +17,7 @@
 //! | [`scenario`]    | the fault-scenario runner, its fault checks, table and JSON           |
 //! | [`memory`]      | what a measurement takes, against what the machine has                |
 //! | [`probe`]       | the tools' decorator: traffic of the plan in flight, trace slices     |
+//! | [`schedule`]    | imported MSCCL schedules: checked, lowered per size; `verify`, `export` |
 //! | [`trace`]       | the Chrome trace-event file, streamed                                 |
 //! | [`stop`]        | stopping early: Ctrl-C, a closed output                               |
 //! | `nccl`          | (feature `nccl`) the NCCL baseline beside the CUDA backend            |
@@ -28,6 +30,7 @@ pub mod memory;
 pub mod nccl;
 pub mod probe;
 pub mod scenario;
+pub mod schedule;
 pub mod stop;
 pub mod sweep;
 pub mod trace;

@@ -124,6 +124,12 @@ pub enum Command {
         after_help = EXIT_CODES
     )]
     AlltoallPerf(PerfArgs),
+    /// Check MSCCL XML schedules under MSCCL's own semantics: one line per file (PASS, FAIL
+    /// with the violation, UNSUPPORTED for a collective with no defined result, UNREADABLE)
+    /// and a summary; exit 0 all pass, 1 any violation, 2 any file unreadable.
+    Verify(VerifyArgs),
+    /// Write a built-in plan as MSCCL XML (to stdout, or -f FILE), for MSCCL's executors.
+    Export(ExportArgs),
     /// Run generations of one collective, optionally under injected faults, one row per
     /// generation as it completes.
     #[command(after_help = format!("{FAULT_HELP}\n\n{EXIT_CODES}"))]
@@ -142,7 +148,7 @@ impl Command {
             Command::GatherPerf(args) => Some((&collectives::GATHER, args)),
             Command::ScatterPerf(args) => Some((&collectives::SCATTER, args)),
             Command::AlltoallPerf(args) => Some((&collectives::ALL_TO_ALL, args)),
-            Command::Run(_) => None,
+            Command::Run(_) | Command::Verify(_) | Command::Export(_) => None,
         }
     }
 }
@@ -360,6 +366,10 @@ pub struct PerfArgs {
     /// Memory the sweep may use [default: MemAvailable in /proc/meminfo]
     #[arg(long = "memory-limit", value_name = "SIZE")]
     pub memory_limit: Option<Size>,
+    /// Run an MSCCL XML schedule (checked, then lowered at every size) instead of a built-in
+    /// algorithm; its collective must be the command's, its gpus the ranks (-g)
+    #[arg(long = "schedule", value_name = "FILE")]
+    pub schedule: Option<PathBuf>,
     /// The devices to run on.
     #[command(flatten)]
     pub backend: BackendArgs,
@@ -427,6 +437,52 @@ pub struct OutputArgs {
     /// with what happened when the run fails or is interrupted
     #[arg(long, value_name = "FILE")]
     pub trace: Option<PathBuf>,
+}
+
+/// `verify`: MSCCL XML files to check.
+#[derive(Clone, Debug, Args)]
+pub struct VerifyArgs {
+    /// The files
+    #[arg(value_name = "FILE", required = true)]
+    pub files: Vec<PathBuf>,
+}
+
+/// `export`: a built-in plan as MSCCL XML.
+#[derive(Clone, Debug, Args)]
+pub struct ExportArgs {
+    /// The collective: all-reduce, reduce-scatter, all-gather, broadcast, reduce, gather,
+    /// scatter or alltoall
+    #[arg(short = 'k', long = "collective", value_name = "COLLECTIVE")]
+    pub collective: CollectiveName,
+    /// The algorithm: ring, direct or halving-doubling (auto resolves for the length)
+    #[arg(
+        short = 'A',
+        long = "algorithm",
+        value_name = "ALGORITHM",
+        default_value = "auto"
+    )]
+    pub algorithm: Algorithm,
+    /// Number of ranks (gpus)
+    #[arg(
+        short = 'g',
+        long = "ranks",
+        value_name = "RANKS",
+        value_parser = clap::value_parser!(u32).range(1..=64)
+    )]
+    pub world: u32,
+    /// Elements of every rank's input the plan is built for (its chunks); by default one per
+    /// rank, or one block per rank where the input splits into W blocks
+    #[arg(short = 'l', long = "length", value_name = "COUNT")]
+    pub length: Option<Size>,
+    /// Root of a rooted collective
+    #[arg(short = 'r', long = "root", value_name = "ROOT", default_value_t = 0)]
+    pub root: usize,
+    /// Reduction: sum, prod, min, max or avg
+    #[arg(short = 'o', long = "op", value_name = "OP", default_value = "sum")]
+    pub operation: ReduceOperation,
+    /// Write the XML to this file instead of stdout
+    #[arg(short = 'f', long = "file", value_name = "FILE")]
+    pub file: Option<PathBuf>,
 }
 
 /// `run`: one scenario.

@@ -6,6 +6,7 @@
 //! | `args.rs`     | [`Cli`] and the flags of each command (clap derive), every backend    |
 //! | `perf.rs`     | the sweeps (`all-reduce-perf`, …): table or JSON, trace, NCCL         |
 //! | `run.rs`      | `run`: a scenario under a fault plan, rows as generations complete    |
+//! | `schedule.rs` | `verify` (MSCCL XML checked) and `export` (a plan as MSCCL XML)       |
 //! | `output.rs`   | writing results: a closed pipe stops the run quietly                  |
 //! | `progress.rs` | the progress bar on a terminal (indicatif)                            |
 //!
@@ -18,10 +19,11 @@ mod output;
 mod perf;
 mod progress;
 mod run;
+mod schedule;
 
 pub use args::{
-    BackendArgs, BaselineArgs, Cli, Command, EXIT_CODES, Listed, OutputArgs, PerfArgs, Roots,
-    RunArgs, Selection,
+    BackendArgs, BaselineArgs, Cli, Command, EXIT_CODES, ExportArgs, Listed, OutputArgs, PerfArgs,
+    Roots, RunArgs, Selection, VerifyArgs,
 };
 pub use perf::{sweep_configs, sweeps_on};
 
@@ -102,6 +104,8 @@ pub fn execute_with(
 ) -> Result<Verdict, CliError> {
     match &command {
         Command::Run(args) => run::scenario(args, out, progress, stop),
+        Command::Verify(args) => schedule::verify(args, out),
+        Command::Export(args) => schedule::export(args, out),
         other => match other.sweep() {
             Some((collective, args)) => perf::sweeps(collective, args, out, progress, stop),
             None => Err(CliError::Usage("no command".to_owned())),

@@ -12,6 +12,7 @@ use crate::backend::{Backend, Devices, OnDevice, Ran, run_on};
 use crate::collectives::PerfCollective;
 use crate::memory::{self, Budget};
 use crate::probe::Probe;
+use crate::schedule::Schedule;
 use crate::stop::Stop;
 use crate::sweep::{
     Average, Instruments, Places, Sizes, Step, SweepConfig, SweepError, SweepEvent, format_size,
@@ -21,6 +22,7 @@ use crate::trace::TraceFile;
 use ruccl_core::{Algorithm, Collective, LinkModel, ReduceOperation};
 use ruccl_sim::HostTensors;
 use std::io::Write;
+use std::sync::Arc;
 use std::sync::{Mutex, PoisonError};
 
 /// Every sweep `args` asks of `collective` over `world` ranks — element type by element type,
@@ -47,7 +49,35 @@ pub fn sweep_configs(
     let average = Average::from_code(args.average)
         .ok_or_else(|| CliError::Usage(format!("-a {}: expected 0, 1, 2 or 3", args.average)))?;
     let timeout = seconds("--timeout", args.timeout_s)?;
-    let algorithms = runnable_algorithms(collective, args, world);
+    let mut algorithms = runnable_algorithms(collective, args, world);
+    let mut roots = roots;
+    let schedule = match &args.schedule {
+        Some(path) => {
+            let schedule = Schedule::load(path).map_err(CliError::Usage)?;
+            let imported = schedule.collective();
+            let erased = |c: Collective| c.with_operation(ReduceOperation::Sum).with_root(0);
+            if erased(imported) != erased(collective.kind) {
+                return Err(CliError::Usage(format!(
+                    "--schedule {}: the schedule computes {imported}, not {}",
+                    path.display(),
+                    collective.nccl_name
+                )));
+            }
+            if schedule.world() != world {
+                return Err(CliError::Usage(format!(
+                    "--schedule {}: the schedule is for {} gpus, not {world} ranks (-g {})",
+                    path.display(),
+                    schedule.world(),
+                    schedule.world()
+                )));
+            }
+            // The schedule fixes the root and the plan.
+            roots = vec![imported.root().unwrap_or(0)];
+            algorithms = vec![Algorithm::Custom];
+            Some(Arc::new(schedule))
+        }
+        None => None,
+    };
     let mut configs = Vec::new();
     for &element_type in &args.element_types.0 {
         for &operation in &operations {
@@ -71,6 +101,7 @@ pub fn sweep_configs(
                         checks: args.checks as usize,
                         average,
                         timeout,
+                        schedule: schedule.clone(),
                         ..SweepConfig::default()
                     };
                     config.validate().map_err(CliError::Usage)?;

@@ -2,8 +2,10 @@
 //! algorithm, nccl-tests' sizes ([`Sizes`]), iterations, warm-up, checks and averaging.
 
 use crate::collectives::{Counts, PerfCollective};
+use crate::schedule::Schedule;
 use ruccl_core::{Algorithm, Collective, ElementType, ReduceOperation};
 use ruccl_sim::pattern;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// How the sizes grow: nccl-tests' `-f` (a factor above 1) or `-i` (a fixed step, with `-f 1`).
@@ -168,6 +170,9 @@ pub struct SweepConfig {
     /// Bytes per rank that inputs made ahead of a timed batch may take (reduce-scatter and
     /// all-gather, whose outputs cannot be fed back as inputs); at least one input is made.
     pub batch_bytes: usize,
+    /// An imported MSCCL schedule every generation runs instead of a built-in algorithm
+    /// (`--schedule`; the algorithm is then `Custom`).
+    pub schedule: Option<Arc<Schedule>>,
 }
 
 impl Default for SweepConfig {
@@ -192,6 +197,7 @@ impl Default for SweepConfig {
             average: Average::Mean,
             timeout: Duration::from_secs(120),
             batch_bytes: 64 << 20,
+            schedule: None,
         }
     }
 }
@@ -215,6 +221,7 @@ impl SweepConfig {
             average,
             timeout,
             batch_bytes,
+            schedule,
         } = self;
         std::ptr::eq(*collective, other.collective)
             && *operation == other.operation
@@ -228,6 +235,10 @@ impl SweepConfig {
             && *average == other.average
             && *timeout == other.timeout
             && *batch_bytes == other.batch_bytes
+            && match (schedule, &other.schedule) {
+                (Some(mine), Some(theirs)) => Arc::ptr_eq(mine, theirs),
+                (mine, theirs) => mine.is_none() && theirs.is_none(),
+            }
     }
 
     /// The collective every generation runs.

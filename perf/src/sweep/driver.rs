@@ -130,6 +130,12 @@ pub enum SweepError {
     /// The communicator could not be made.
     #[error("cannot make the communicator: {0}")]
     Communicator(NativeCollectiveError),
+    /// An imported schedule could not be lowered to a verified plan at a size.
+    #[error("the schedule cannot run: {reason}")]
+    Schedule {
+        /// Why.
+        reason: String,
+    },
     /// A collective failed (every rank got this error).
     #[error("{collective} of {bytes} B ({place}) failed: {error}")]
     Collective {
@@ -403,10 +409,20 @@ impl<D: HostTensors> Shared<'_, D> {
         let communicator = self.communicator(place);
         let number = *generation;
         *generation += 1;
+        // An imported schedule: the verified plan for this size, the same on every rank.
+        let plan = match &config.schedule {
+            Some(schedule) => Some(
+                schedule
+                    .plan(setup.counts.send, config.operation)
+                    .map_err(|reason| SweepError::Schedule { reason })?,
+            ),
+            None => None,
+        };
         self.instruments
             .probe
-            .call(rank, number, config.collective.nccl_name, || {
-                communicator.collective(rank, tensor, collective, options)
+            .call(rank, number, config.collective.nccl_name, || match plan {
+                Some(plan) => communicator.run_plan(rank, tensor, plan, Some(config.timeout)),
+                None => communicator.collective(rank, tensor, collective, options),
             })
             .map_err(|error| SweepError::Collective {
                 collective,
@@ -641,8 +657,12 @@ impl<D: HostTensors> Shared<'_, D> {
     }
 }
 
-/// The plan the core resolves for `setup` with the device's `model`.
+/// The plan the core resolves for `setup` with the device's `model` (an imported schedule's,
+/// with `--schedule`).
 fn planned(config: &SweepConfig, setup: &Setup, model: &LinkModel) -> Option<Plan> {
+    if let Some(schedule) = &config.schedule {
+        return schedule.plan(setup.counts.send, config.operation).ok();
+    }
     let input = TensorInfo {
         len: setup.counts.send,
         element: config.element_type,
