@@ -1045,3 +1045,49 @@ proptest! {
         }
     }
 }
+
+proptest! {
+    /// A verified plan scaled by any factor verifies too (the scaled plan is never re-checked in
+    /// use, so this is the check that the argument on `Plan::scaled` holds).
+    #[test]
+    fn a_scaled_plan_verifies_like_the_plan_it_scales(
+        world in 1usize..=6,
+        length in 0usize..12,
+        kind in 0usize..20,
+        algorithm in 0usize..3,
+        factor in 1usize..5,
+        mask in 0u32..64,
+    ) {
+        let collective = collectives(world)[kind % collectives(world).len()];
+        let length = match collective {
+            Collective::ReduceScatter(_) | Collective::Scatter { .. } | Collective::AllToAll => {
+                length * world
+            }
+            _ => length,
+        };
+        let algorithms = algorithms_for(collective, world);
+        let algorithm = algorithms[algorithm % algorithms.len()];
+        let plan = Plan::new(collective, algorithm, world, length).unwrap();
+        let scaled = plan.scaled(factor).unwrap();
+        prop_assert_eq!(scaled.input_len(), length * factor);
+        prop_assert_eq!(verify(&scaled), Ok(()));
+        if world >= 2 {
+            let first: Vec<usize> = (1..world).filter(|&q| mask & (1 << q) != 0).collect();
+            if let Ok(custom) = Plan::from_parts(split_fold(world, length.max(1), 0, &first)) {
+                prop_assert_eq!(verify(&custom.scaled(factor).unwrap()), Ok(()));
+            }
+        }
+    }
+}
+
+#[test]
+fn scaling_by_zero_or_past_the_address_space_is_a_typed_error() {
+    let plan = Plan::new(Collective::AllReduce(SUM), Algorithm::Ring, 4, 8).unwrap();
+    for factor in [0, usize::MAX] {
+        let error = plan.scaled(factor).unwrap_err();
+        assert!(
+            matches!(error, NativeCollectiveError::InvalidCollective { .. }),
+            "{error}"
+        );
+    }
+}

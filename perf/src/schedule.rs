@@ -73,12 +73,24 @@ impl Schedule {
             }
         }
         let options = LowerOptions::default().with_operation(operation);
+        // One element per chunk, proved, then stretched to the size when the chunks divide it
+        // (`Plan::scaled` needs no new proof): a 64 MiB schedule is checked on its chunks, not
+        // on millions of elements. Other sizes are lowered and proved as they are.
+        let chunks = usize::try_from(self.program.chunks()).unwrap_or(0).max(1);
+        let (base, factor) = if input_len > chunks && input_len % chunks == 0 {
+            (chunks, input_len / chunks)
+        } else {
+            (input_len, 1)
+        };
         let parts = self
             .program
-            .lower_with(input_len, options)
+            .lower_with(base, options)
             .map_err(|error| format!("{}: {error}", self.path.display()))?;
         let plan = Plan::from_parts(parts)
             .map_err(|violation| format!("{}: {violation}", self.path.display()))?;
+        let plan = plan
+            .scaled(factor)
+            .map_err(|error| format!("{}: {error}", self.path.display()))?;
         *last = Some((input_len, operation, plan.clone()));
         Ok(plan)
     }

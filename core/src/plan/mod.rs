@@ -221,6 +221,92 @@ impl Plan {
         Ok(plan)
     }
 
+    /// This plan with every element stretched to `factor` consecutive elements: inputs of
+    /// `factor ×` the length, every range, landing offset, placement and output scaled by
+    /// `factor`. Fails with [`NativeCollectiveError::InvalidCollective`] if a scaled length
+    /// overflows, or for `factor` 0.
+    ///
+    /// It needs no new proof, which is what makes it cheap for plans too large to check element
+    /// by element (an imported schedule at 64 MiB): every step moves and folds elements one by
+    /// one, so element `i·k + r` of the scaled plan goes through exactly the transfers and folds
+    /// element `i` goes through in this plan, with every input symbol `x[q][j]` replaced by
+    /// `x[q][j·k + r]`. What each collective defines for an output element is block-affine in
+    /// the same way (a reduction of index `e`; rank `e / n`'s element `e mod n`; block `r` of the
+    /// root's or of every input), so the scaled plan meets its contract exactly when this one
+    /// does, with the same fold trees on every rank — and this one was verified when it was
+    /// built.
+    ///
+    /// ```
+    /// use ruccl_core::{Algorithm, Collective, Plan, ReduceOperation, verify};
+    ///
+    /// let plan = Plan::new(Collective::AllToAll, Algorithm::Direct, 4, 8)?;
+    /// let wide = plan.scaled(1000)?;
+    /// assert_eq!(wide.input_len(), 8000);
+    /// assert_eq!(verify(&wide), Ok(()));
+    /// # Ok::<(), ruccl_core::NativeCollectiveError>(())
+    /// ```
+    pub fn scaled(&self, factor: usize) -> Result<Plan, NativeCollectiveError> {
+        let invalid = |reason: String| NativeCollectiveError::InvalidCollective {
+            collective: self.collective,
+            algorithm: self.algorithm,
+            world: self.world,
+            input_len: self.input_len,
+            reason,
+        };
+        if factor == 0 {
+            return Err(invalid("a plan cannot be scaled by 0".to_owned()));
+        }
+        let overflow = || invalid(format!("scaling by {factor} overflows the address space"));
+        let times = |value: usize| value.checked_mul(factor).ok_or_else(overflow);
+        let range = |range: &Range<usize>| {
+            Ok::<_, NativeCollectiveError>(times(range.start)?..times(range.end)?)
+        };
+        let steps = self
+            .steps
+            .iter()
+            .map(|step| {
+                let transfers = step
+                    .transfers
+                    .iter()
+                    .map(|transfer| {
+                        Ok(Transfer {
+                            from: transfer.from,
+                            to: transfer.to,
+                            range: range(&transfer.range)?,
+                            at: times(transfer.at)?,
+                        })
+                    })
+                    .collect::<Result<Vec<_>, NativeCollectiveError>>()?;
+                Ok(Step {
+                    combine: step.combine,
+                    transfers,
+                })
+            })
+            .collect::<Result<Vec<_>, NativeCollectiveError>>()?;
+        Ok(Plan {
+            collective: self.collective,
+            algorithm: self.algorithm,
+            world: self.world,
+            input_len: times(self.input_len)?,
+            layout: Layout {
+                buffer_len: times(self.layout.buffer_len)?,
+                placements: self
+                    .layout
+                    .placements
+                    .iter()
+                    .map(|&placement| times(placement))
+                    .collect::<Result<_, _>>()?,
+                outputs: self
+                    .layout
+                    .outputs
+                    .iter()
+                    .map(range)
+                    .collect::<Result<_, _>>()?,
+            },
+            steps,
+        })
+    }
+
     /// The plan's parts, to inspect or to edit into a schedule of one's own.
     pub fn into_parts(self) -> PlanParts {
         PlanParts {
