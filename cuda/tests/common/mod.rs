@@ -83,10 +83,13 @@ pub fn watchdog(test: &str) -> Watchdog {
     let test = test.to_owned();
     std::thread::spawn(move || {
         if let Err(mpsc::RecvTimeoutError::Timeout) = disarmed.recv_timeout(limit) {
-            eprintln!(
-                "TIMEOUT: {test} still running after {} s; the watchdog ends the test process",
+            // Straight to the stream, not `eprintln!`: libtest captures the macros' output
+            // (also on threads a test spawns) and would lose the line when the process exits.
+            let line = format!(
+                "TIMEOUT: {test} still running after {} s; the watchdog ends the test process\n",
                 limit.as_secs()
             );
+            let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
             std::process::exit(124);
         }
     });
