@@ -366,6 +366,7 @@ summary() {
         if [[ -n "$missing" ]]; then
             local why="cut for time, not failed"
             [[ "$status" == CUT* || "$status" == "NOT RUN"* ]] || why="the step ended early"
+            [[ "$status" == CRASHED* ]] && why="the crash was in the first of these; the rest never ran"
             echo "    NOT RUN ($why): $(printf '%.300s' "$missing")"
         fi
     done
@@ -667,7 +668,7 @@ check() {
     hardware_step conformance tests "${binary[conformance]}" --include-ignored --test-threads=1 --show-output
     hardware_step faults tests "${binary[faults]}" --include-ignored --test-threads=1 --show-output
     hardware_step copy-bandwidth tests "${binary[hardware]}" --exact "$bandwidth" --include-ignored \
-        --nocapture --test-threads=1
+        --show-output --test-threads=1
     hardware_step schedules tool bash "$here/gpu-check.sh" schedules "${binary[ruccl-perf]}"
     if [[ $mode == dry-run ]] || grep -q 'libnccl.so.2: /' "$log_dir/libraries.txt"; then
         hardware_step nccl tool bash "$here/gpu-check.sh" nccl "${binary[ruccl-perf]}"
