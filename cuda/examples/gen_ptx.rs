@@ -1,6 +1,6 @@
 //! Regenerate `kernels/ruccl_kernels.ptx` from the kernel source with NVRTC (no GPU needed).
 //!
-//! Run through `scripts/gen-ptx.sh`, which puts NVRTC 13.0 on the loader path. Usage:
+//! Run through `scripts/gen-ptx.sh`, which puts NVRTC 12.0 on the loader path. Usage:
 //! `gen_ptx OUTPUT.ptx` writes the provenance header and the PTX; `gen_ptx --check OUTPUT.ptx`
 //! fails if the file differs from what NVRTC produces now.
 
@@ -19,7 +19,7 @@ fn main() -> ExitCode {
     };
     let Some(version) = nvrtc_version() else {
         eprintln!(
-            "NVRTC is not loadable: put libnvrtc.so.13 on LD_LIBRARY_PATH (scripts/gen-ptx.sh does)"
+            "NVRTC is not loadable: put libnvrtc.so.12 on LD_LIBRARY_PATH (scripts/gen-ptx.sh does)"
         );
         return ExitCode::FAILURE;
     };

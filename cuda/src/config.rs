@@ -8,20 +8,23 @@ use ruccl_core::{LinkModel, Links};
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum ContextPolicy {
-    /// The first logical device on a GPU uses the GPU's primary context (the one the CUDA runtime
-    /// and PyTorch use); each further one gets its own context (`cuCtxCreate`), so ranks on one
-    /// GPU talk through the same inter-context peer copies as ranks on different GPUs. Where the
-    /// driver refuses another context, that rank falls back to the primary one (the topology
-    /// report says so).
+    /// Every logical device on a GPU uses the GPU's primary context (the one the CUDA runtime and
+    /// PyTorch use), each with its own stream, events and buffers: ranks on one GPU do not
+    /// time-slice between contexts, and copies between them are plain device-to-device copies.
+    /// The default (`RUCCL_CUDA_CONTEXTS=shared`).
     #[default]
-    SeparateWhereAllowed,
-    /// As [`ContextPolicy::SeparateWhereAllowed`], but a refused context is an error
-    /// ([`CudaError::ContextRefused`](crate::CudaError::ContextRefused)) instead of a fallback:
-    /// what [`CudaConfig::from_env`] chooses under [`REQUIRE_HARDWARE_ENV`], so that a check
-    /// meant to cover separate contexts cannot pass on a shared one.
-    Separate,
-    /// Every logical device on a GPU uses its primary context (separate streams and buffers only).
     SharedPrimary,
+    /// The first logical device on a GPU uses the primary context; each further one gets a context
+    /// of its own (`cuCtxCreate`), so ranks on one GPU talk through the same inter-context peer
+    /// copies as ranks on different GPUs. A refused context is an error
+    /// ([`CudaError::ContextRefused`](crate::CudaError::ContextRefused)), never a fallback
+    /// (`RUCCL_CUDA_CONTEXTS=separate`).
+    Separate,
+    /// As [`ContextPolicy::Separate`], but where the driver refuses another context that rank
+    /// falls back to the primary one, and the topology report says so
+    /// (`RUCCL_CUDA_CONTEXTS=separate-where-allowed`; under [`REQUIRE_HARDWARE_ENV`] this
+    /// becomes [`ContextPolicy::Separate`]).
+    SeparateWhereAllowed,
 }
 
 impl ContextPolicy {
@@ -51,6 +54,10 @@ pub struct CudaConfig {
     pub contexts: ContextPolicy,
     /// Whether to enable peer access between contexts on different GPUs that support it.
     pub peer_access: bool,
+    /// Whether a failed peer-access enable (on GPUs that support peer access) may fall back to
+    /// copies the driver stages, recorded in the topology report. `false` (the default): it is
+    /// [`CudaError::PeerAccessFailed`](crate::CudaError::PeerAccessFailed).
+    pub peer_fallback: bool,
     /// In place (the default): where a plan's working buffer is exactly a rank's input
     /// (all-reduce, reduce-scatter, broadcast), `begin` works in the input's own allocation and
     /// copies nothing. Out of place (`false`): every generation copies each input into a working
@@ -79,6 +86,7 @@ impl Default for CudaConfig {
             kernels: KernelSource::default(),
             contexts: ContextPolicy::default(),
             peer_access: true,
+            peer_fallback: false,
             in_place: true,
             cache_bytes: DEFAULT_CACHE_BYTES,
             link_model: None,
@@ -88,7 +96,8 @@ impl Default for CudaConfig {
 
 impl CudaConfig {
     /// The default configuration, overridden by `RUCCL_CUDA_KERNELS` (`embedded`, `nvrtc` or a
-    /// PTX path), `RUCCL_CUDA_CONTEXTS` (`separate` or `shared`) and `RUCCL_CUDA_IN_PLACE`
+    /// PTX path), `RUCCL_CUDA_CONTEXTS` (`shared`, `separate` or `separate-where-allowed`) and
+    /// `RUCCL_CUDA_IN_PLACE`
     /// (`0` for out of place) where they are set. Under
     /// [`REQUIRE_HARDWARE_ENV`] separate contexts are required ([`ContextPolicy::Separate`]):
     /// a refused context fails construction instead of falling back.
@@ -136,7 +145,10 @@ impl CudaConfig {
         }
         match contexts.map(str::trim) {
             Some("shared") => config.contexts = ContextPolicy::SharedPrimary,
-            Some("separate") => config.contexts = ContextPolicy::SeparateWhereAllowed,
+            Some("separate") => config.contexts = ContextPolicy::Separate,
+            Some("separate-where-allowed") => {
+                config.contexts = ContextPolicy::SeparateWhereAllowed;
+            }
             _ => {}
         }
         if hardware_required && config.contexts == ContextPolicy::SeparateWhereAllowed {
@@ -154,6 +166,13 @@ impl CudaConfig {
     /// This configuration with `contexts` as the context policy.
     pub fn with_contexts(mut self, contexts: ContextPolicy) -> Self {
         self.contexts = contexts;
+        self
+    }
+
+    /// This configuration allowing (`true`) or refusing (`false`, the default) a fallback to
+    /// driver-staged copies where enabling peer access fails; see [`CudaConfig::peer_fallback`].
+    pub fn with_peer_fallback(mut self, fallback: bool) -> Self {
+        self.peer_fallback = fallback;
         self
     }
 
@@ -188,11 +207,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_default_uses_embedded_ptx_separate_contexts_peer_access_in_place_and_a_cache() {
+    fn the_default_uses_embedded_ptx_one_shared_context_strict_peer_access_in_place_and_a_cache() {
         let config = CudaConfig::default();
         assert_eq!(config.kernels, KernelSource::Embedded);
-        assert_eq!(config.contexts, ContextPolicy::SeparateWhereAllowed);
+        assert_eq!(config.contexts, ContextPolicy::SharedPrimary);
         assert!(config.peer_access);
+        assert!(!config.peer_fallback);
         assert!(config.in_place);
         assert_eq!(config.cache_bytes, DEFAULT_CACHE_BYTES);
         assert_eq!(config.link_model, None);
@@ -214,11 +234,13 @@ mod tests {
 
     #[test]
     fn requiring_hardware_turns_the_context_fallback_into_an_error() {
-        let relaxed = CudaConfig::from_settings(None, None, false);
+        let default = CudaConfig::from_settings(None, None, true);
+        assert_eq!(default.contexts, ContextPolicy::SharedPrimary);
+        let relaxed = CudaConfig::from_settings(None, Some("separate-where-allowed"), false);
         assert_eq!(relaxed.contexts, ContextPolicy::SeparateWhereAllowed);
-        let strict = CudaConfig::from_settings(None, None, true);
+        let strict = CudaConfig::from_settings(None, Some("separate-where-allowed"), true);
         assert_eq!(strict.contexts, ContextPolicy::Separate);
-        let strict = CudaConfig::from_settings(None, Some("separate"), true);
+        let strict = CudaConfig::from_settings(None, Some("separate"), false);
         assert_eq!(strict.contexts, ContextPolicy::Separate);
         // Sharing on purpose is a configuration, not a fallback: it stays allowed.
         let shared = CudaConfig::from_settings(None, Some(" shared "), true);
@@ -229,13 +251,15 @@ mod tests {
     fn builders_change_one_setting_each() {
         let config = CudaConfig::default()
             .with_kernels(KernelSource::Nvrtc)
-            .with_contexts(ContextPolicy::SharedPrimary)
+            .with_contexts(ContextPolicy::Separate)
             .with_peer_access(false)
+            .with_peer_fallback(true)
             .with_in_place(false)
             .with_cache_bytes(0);
         assert_eq!(config.kernels, KernelSource::Nvrtc);
-        assert_eq!(config.contexts, ContextPolicy::SharedPrimary);
+        assert_eq!(config.contexts, ContextPolicy::Separate);
         assert!(!config.peer_access);
+        assert!(config.peer_fallback);
         assert!(!config.in_place);
         assert_eq!(config.cache_bytes, 0);
     }

@@ -160,15 +160,17 @@ pub(crate) fn complete(stream: &CudaStream) -> Completion {
 
 /// Create a context of its own on `device` and take it off this thread's context stack again.
 /// `cuCtxCreate` *pushes* the new context; popping it leaves the caller's stack as it was.
+/// `cuCtxCreate_v2` (flags 0: a regular context): the CUDA 12.0 entry point the bindings link,
+/// which CUDA 13 drivers still export for binaries built against 12.x.
 ///
 /// # Safety
 /// `device` must be a valid device handle (from a live context).
 pub(crate) unsafe fn create_unpushed(
-    params: *mut sys::CUctxCreateParams,
     device: sys::CUdevice,
 ) -> std::result::Result<sys::CUcontext, DriverError> {
-    // SAFETY: `params` is null or a live parameter block (caller), `device` valid (caller).
-    let created = unsafe { result::ctx::create_v4(params, 0, device) }?;
+    let mut created: sys::CUcontext = std::ptr::null_mut();
+    // SAFETY: the out-pointer is a live local; `device` is valid (caller); flags 0 are allowed.
+    unsafe { sys::cuCtxCreate_v2(&mut created, 0, device) }.result()?;
     let mut popped: sys::CUcontext = std::ptr::null_mut();
     // SAFETY: the out-pointer is a live local; `created` is on top of this thread's stack (the
     // create just pushed it), so this pops exactly it.

@@ -23,7 +23,7 @@ use crate::cache::CacheStats;
 use crate::config::CudaConfig;
 use crate::context::{SavedContext, Scoped, complete};
 use crate::error::{CudaError, DriverResultExt, Result};
-use crate::kernels::{check_ptx_isa, supports, supports_type};
+use crate::kernels::{KernelSource, check_ptx_isa, nvrtc_available, supports, supports_type};
 use crate::lane::{Lane, build_lanes, lane_of};
 use crate::mapping::DeviceMap;
 use crate::probe::{DriverInfo, probe};
@@ -57,6 +57,21 @@ struct Shared {
     config: CudaConfig,
     lanes: BTreeMap<DeviceId, Arc<Lane>>,
     topology: Topology,
+    /// Where the loaded kernels came from ([`CudaCollective::kernel_origin`]).
+    kernel_origin: String,
+}
+
+/// Whether `error` is the driver refusing PTX: an ISA newer than it accepts, or a failed
+/// `cuModuleLoadData` — what the NVRTC fallback may repair.
+fn refused_ptx(error: &CudaError) -> bool {
+    matches!(
+        error,
+        CudaError::PtxTooNew { .. }
+            | CudaError::Driver {
+                call: "cuModuleLoadData",
+                ..
+            }
+    )
 }
 
 impl CudaCollective {
@@ -67,14 +82,28 @@ impl CudaCollective {
     }
 
     /// An executor for `map` with `config`. The kernels' PTX is checked against the driver's
-    /// ISA ceiling before it is loaded ([`CudaError::PtxTooNew`]).
+    /// ISA ceiling before it is loaded ([`CudaError::PtxTooNew`]), then loaded by the driver
+    /// (`cuModuleLoadData`; no NVRTC). Only where the driver refuses the *embedded* PTX (too new,
+    /// or `cuModuleLoadData` fails) and NVRTC is loadable are the kernels compiled at run time
+    /// instead — a fallback [`CudaCollective::kernel_origin`] names; without NVRTC the refusal is
+    /// the error.
     pub fn with_config(map: DeviceMap, config: CudaConfig) -> Result<Self> {
         let driver = probe()?;
         let _restore = SavedContext::save();
         map.check_ordinals(driver.device_count)?;
-        let ptx = config.kernels.ptx()?;
-        check_ptx_isa(&ptx, &config.kernels.origin(), driver.version)?;
-        let (lanes, topology) = build_lanes(&map, &config, &ptx)?;
+        let (lanes, topology, kernel_origin) = match Self::load(&map, &config, driver.version) {
+            Err(error) if config.kernels == KernelSource::Embedded && refused_ptx(&error) => {
+                if !nvrtc_available() {
+                    return Err(error);
+                }
+                let fallback = config.clone().with_kernels(KernelSource::Nvrtc);
+                let (lanes, topology, origin) = Self::load(&map, &fallback, driver.version)?;
+                let origin =
+                    format!("{origin} (fallback: the driver refused the embedded PTX: {error})");
+                (lanes, topology, origin)
+            }
+            other => other?,
+        };
         Ok(Self {
             shared: Arc::new(Shared {
                 driver,
@@ -82,8 +111,28 @@ impl CudaCollective {
                 config,
                 lanes,
                 topology,
+                kernel_origin,
             }),
         })
+    }
+
+    /// Get `config`'s PTX, check its ISA against the driver's, and build the lanes with it.
+    fn load(
+        map: &DeviceMap,
+        config: &CudaConfig,
+        driver_version: i32,
+    ) -> Result<(BTreeMap<DeviceId, Arc<Lane>>, Topology, String)> {
+        let ptx = config.kernels.ptx()?;
+        let origin = config.kernels.origin();
+        check_ptx_isa(&ptx, &origin, driver_version)?;
+        let (lanes, topology) = build_lanes(map, config, &ptx)?;
+        Ok((lanes, topology, origin))
+    }
+
+    /// Where the loaded kernels came from: `embedded PTX`, a PTX file, `NVRTC x.y`, or NVRTC
+    /// with the reason it replaced the embedded PTX (the fallback).
+    pub fn kernel_origin(&self) -> &str {
+        &self.shared.kernel_origin
     }
 
     /// The driver the executor runs on.
@@ -601,7 +650,7 @@ mod tests {
                     "{error}, and {} is set",
                     crate::config::REQUIRE_HARDWARE_ENV
                 );
-                println!("SKIP: {error}");
+                println!("no GPU here: construction is a typed error: {error}");
             }
         }
     }

@@ -303,6 +303,26 @@ pub enum CudaError {
         source: DriverCode,
     },
 
+    /// Enabling peer access between contexts on two GPUs that support it failed, and the
+    /// configuration allows no fallback to driver-staged copies
+    /// ([`CudaConfig::peer_fallback`](crate::CudaConfig::peer_fallback) is `false`, the default).
+    #[error(
+        "enabling peer access from {from} (GPU {from_ordinal}) to {to} (GPU {to_ordinal}) failed ({source}), and the configuration allows no fallback to staged copies"
+    )]
+    PeerAccessFailed {
+        /// The device whose context was to be granted access.
+        from: DeviceId,
+        /// Its GPU.
+        from_ordinal: usize,
+        /// The device whose memory it was to access.
+        to: DeviceId,
+        /// Its GPU.
+        to_ordinal: usize,
+        /// `cuCtxEnablePeerAccess`'s error.
+        #[source]
+        source: DriverCode,
+    },
+
     /// The loaded PTX lacks a kernel the executor needs (the PTX came from another source than
     /// this crate's kernels, or from an older version of them).
     #[error("the PTX loaded for {device} has no kernel `{name}`")]

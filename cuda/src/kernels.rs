@@ -7,10 +7,11 @@
 //! time** and embedded in the crate ([`EMBEDDED_PTX`], `kernels/ruccl_kernels.ptx`), because a GPU
 //! host may lack `libnvrtc` (the target host has it only inside PyTorch's wheel, off the loader
 //! path), and the driver JIT-compiles PTX for whatever GPU it finds. The PTX is produced by
-//! `scripts/gen-ptx.sh` with NVRTC 13.0 — which needs no GPU, so it runs on any x86-64 Linux
+//! `scripts/gen-ptx.sh` with NVRTC 12.0 — which needs no GPU, so it runs on any x86-64 Linux
 //! machine — for `compute_75`, the oldest architecture CUDA 13 supports, so one file serves every
-//! GPU from Turing to Hopper (the H200 JITs it to `sm_90` at module load). Its ISA version (9.0)
-//! is the newest that driver 580 (CUDA 13.0) accepts. A test checks that the embedded PTX was
+//! GPU from Turing to Hopper (the H200 JITs it to `sm_90` at module load, `cuModuleLoadData`:
+//! no NVRTC at run time). Its ISA version (8.0) is the newest that the oldest supported driver
+//! (525, CUDA 12.0) accepts, so CUDA 12.x and 13.x drivers all load it. A test checks that the embedded PTX was
 //! generated from the current source (a fingerprint in its header), so an edit to a `.cu` file
 //! without regenerating fails CI.
 //!
@@ -42,9 +43,10 @@ pub const EMBEDDED_PTX: &str = include_str!("../kernels/ruccl_kernels.ptx");
 /// The virtual architecture the PTX is generated for (NVRTC's `--gpu-architecture`).
 pub const PTX_ARCH: &str = "compute_75";
 
-/// The newest PTX ISA version the targeted driver (CUDA 13.0, driver 580) can JIT-compile:
-/// [`max_ptx_isa`]`(REQUIRED_DRIVER_VERSION)`.
-pub const MAX_PTX_ISA: (u32, u32) = (9, 0);
+/// The newest PTX ISA version the oldest supported driver (CUDA 12.0, driver 525) can
+/// JIT-compile: [`max_ptx_isa`]`(REQUIRED_DRIVER_VERSION)`. The embedded PTX declares it, so every
+/// CUDA 12.x and 13.x driver loads it.
+pub const MAX_PTX_ISA: (u32, u32) = (8, 0);
 
 /// The newest PTX ISA version a driver of `driver_version` (`cuDriverGetVersion` form, e.g.
 /// `13000`) can compile, from the PTX ISA release notes: CUDA 12.x accepts ISA 8.x (12.0 → 8.0
@@ -355,7 +357,7 @@ impl KernelSource {
         }
     }
 
-    /// Where this source's PTX comes from, for messages: `embedded PTX`, `NVRTC 13.0`, or the
+    /// Where this source's PTX comes from, for messages: `embedded PTX`, `NVRTC 12.0`, or the
     /// file's path.
     pub fn origin(&self) -> String {
         match self {
@@ -993,16 +995,26 @@ mod tests {
     }
 
     #[test]
-    fn nvrtc_is_a_typed_error_or_compiles_the_embedded_kernels() {
+    fn a_missing_nvrtc_is_a_typed_error_not_a_panic() {
+        if !nvrtc_available() {
+            assert!(matches!(
+                KernelSource::Nvrtc.ptx(),
+                Err(CudaError::NvrtcNotFound { .. })
+            ));
+        }
+    }
+
+    /// NVRTC is only the fallback to the shipped PTX: where it is absent, even the hardware run
+    /// reports an allowed skip.
+    #[test]
+    #[ignore = "needs NVRTC (libnvrtc.so.12 or newer on the loader path): run with --include-ignored"]
+    fn nvrtc_compiles_the_embedded_kernels() {
         match KernelSource::Nvrtc.ptx() {
             Err(CudaError::NvrtcNotFound { searched }) => {
-                assert!(
-                    !crate::config::hardware_required(),
-                    "no NVRTC library ({} names tried), and {} is set",
-                    searched.len(),
-                    crate::config::REQUIRE_HARDWARE_ENV
+                println!(
+                    "SKIP (allowed): nvrtc_compiles_the_embedded_kernels: no NVRTC library ({} names tried); the fallback is unavailable",
+                    searched.len()
                 );
-                println!("SKIP: no NVRTC library ({} names tried)", searched.len());
             }
             Ok(ptx) => {
                 let defined: BTreeSet<&str> = ptx_entries(&ptx).into_iter().collect();

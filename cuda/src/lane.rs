@@ -103,7 +103,7 @@ pub(crate) fn build_lanes(
                     Arc::clone(&primary_kernels),
                 )
             } else if config.contexts == ContextPolicy::SharedPrimary {
-                let reason = "configured".to_owned();
+                let reason = "the default context policy (one context per GPU)".to_owned();
                 (
                     Arc::clone(&primary),
                     ContextKind::SharedPrimary { reason },
@@ -155,32 +155,17 @@ pub(crate) fn build_lanes(
         }
     }
     topology.lanes.sort_by_key(|lane| lane.device);
-    topology.peers = connect_peers(&lanes, config.peer_access)?;
+    topology.peers = connect_peers(&lanes, config)?;
     Ok((lanes, topology))
 }
 
-/// A new (non-primary) context on `primary`'s GPU, created without creation parameters
-/// (`NULL`) — or, should a driver insist on a parameter block, with an empty one (both pointers
-/// null: "a regular CUDA context", per `CUctxCreateParams`'s documentation). `cuCtxCreate` pushes
-/// the new context on the thread's stack; it is popped again at once (see `context.rs`), so the
-/// caller's stack is left as it was.
+/// A new (non-primary) context on `primary`'s GPU (`cuCtxCreate_v2`, flags 0). `cuCtxCreate`
+/// pushes the new context on the thread's stack; it is popped again at once (see `context.rs`),
+/// so the caller's stack is left as it was.
 fn new_context(primary: &Arc<CudaContext>) -> std::result::Result<Arc<CudaContext>, DriverCode> {
     let (ordinal, device) = (primary.ordinal(), primary.cu_device());
-    // SAFETY: a null parameter block is allowed; the device handle comes from a live context.
-    let raw = match unsafe { create_unpushed(std::ptr::null_mut(), device) } {
-        Ok(raw) => raw,
-        Err(error) if error.0 == CUresult::CUDA_ERROR_INVALID_VALUE => {
-            let mut params = sys::CUctxCreateParams {
-                execAffinityParams: std::ptr::null_mut(),
-                numExecAffinityParams: 0,
-                cigParams: std::ptr::null_mut(),
-            };
-            // SAFETY: `params` is a live, fully initialised parameter block (no affinity, no
-            // CiG) that the driver only reads during the call; the device handle is valid.
-            unsafe { create_unpushed(&mut params, device) }.map_err(DriverCode::from)?
-        }
-        Err(error) => return Err(DriverCode::from(error)),
-    };
+    // SAFETY: the device handle comes from a live context.
+    let raw = unsafe { create_unpushed(device) }.map_err(DriverCode::from)?;
     // SAFETY: `raw` was just created for `device` and is owned by nobody else; the returned
     // `CudaContext` takes ownership and destroys it (`cuCtxDestroy`) when dropped.
     match unsafe { CudaContext::from_raw_context(ordinal, device, raw) } {
@@ -195,8 +180,12 @@ fn new_context(primary: &Arc<CudaContext>) -> std::result::Result<Arc<CudaContex
 
 /// Enable peer access for every ordered pair of distinct contexts on different GPUs, where the
 /// hardware supports it. Same-GPU pairs need none: the driver copies between contexts on one GPU
-/// with its copy engines, and a GPU is not its own peer.
-fn connect_peers(lanes: &BTreeMap<DeviceId, Arc<Lane>>, enable: bool) -> Result<Vec<PeerLink>> {
+/// with its copy engines, and a GPU is not its own peer. A failed enable is
+/// [`CudaError::PeerAccessFailed`] unless [`CudaConfig::peer_fallback`] allows staged copies.
+fn connect_peers(
+    lanes: &BTreeMap<DeviceId, Arc<Lane>>,
+    config: &CudaConfig,
+) -> Result<Vec<PeerLink>> {
     let mut links = Vec::new();
     let mut done = HashSet::new();
     for from in lanes.values() {
@@ -207,11 +196,20 @@ fn connect_peers(lanes: &BTreeMap<DeviceId, Arc<Lane>>, enable: bool) -> Result<
             {
                 continue;
             }
-            let status = if enable {
+            let status = if config.peer_access {
                 enable_peer_access(from_context, to_context, from.device)?
             } else {
                 PeerStatus::NotAttempted
             };
+            if let (PeerStatus::Failed(code), false) = (status, config.peer_fallback) {
+                return Err(CudaError::PeerAccessFailed {
+                    from: from.device,
+                    from_ordinal: from.ordinal,
+                    to: to.device,
+                    to_ordinal: to.ordinal,
+                    source: code,
+                });
+            }
             links.push(PeerLink {
                 from: from.device,
                 to: to.device,

@@ -16,13 +16,15 @@ use libloading::Library;
 use std::ffi::{c_int, c_uint};
 use std::sync::OnceLock;
 
-/// The CUDA version the bindings are built for (`cuda-13000`), in `cuDriverGetVersion` form.
-/// The embedded PTX (ISA 9.0, from NVRTC 13.0) needs the same: a driver of the 580 series or newer.
-pub const REQUIRED_DRIVER_VERSION: i32 = 13000;
+/// The CUDA version the bindings are built for (`cuda-12000`), in `cuDriverGetVersion` form: the
+/// lowest API this crate needs, so one binary runs on every CUDA 12.x and 13.x driver (525 series
+/// or newer). The embedded PTX (ISA 8.0, from NVRTC 12.0) needs the same.
+pub const REQUIRED_DRIVER_VERSION: i32 = 12000;
 
 /// The driver entry points this crate reaches, directly or through cudarc's safe layer, with the
-/// `cuda-13000` bindings (plus `cuEventElapsedTime_v2`, the 13.0-only name those bindings use for
-/// event timing). A driver lacking any of them would make cudarc panic mid-call.
+/// `cuda-12000` bindings (`cuCtxCreate_v2` and `cuEventElapsedTime`, the 12.x names, which CUDA 13
+/// drivers still export for binaries built against 12.x). A driver lacking any of them would make
+/// cudarc panic mid-call.
 pub const REQUIRED_SYMBOLS: &[&str] = &[
     "cuInit",
     "cuDriverGetVersion",
@@ -33,7 +35,7 @@ pub const REQUIRED_SYMBOLS: &[&str] = &[
     "cuDeviceCanAccessPeer",
     "cuDevicePrimaryCtxRetain",
     "cuDevicePrimaryCtxRelease_v2",
-    "cuCtxCreate_v4",
+    "cuCtxCreate_v2",
     "cuCtxDestroy_v2",
     "cuCtxGetCurrent",
     "cuCtxPopCurrent_v2",
@@ -48,7 +50,7 @@ pub const REQUIRED_SYMBOLS: &[&str] = &[
     "cuEventRecord",
     "cuEventDestroy_v2",
     "cuEventSynchronize",
-    "cuEventElapsedTime_v2",
+    "cuEventElapsedTime",
     "cuMemAlloc_v2",
     "cuMemFree_v2",
     "cuMemcpyHtoDAsync_v2",
@@ -68,7 +70,7 @@ pub const REQUIRED_SYMBOLS: &[&str] = &[
 pub struct DriverInfo {
     /// The library name that loaded (e.g. `libcuda.so.1`).
     pub library: String,
-    /// `cuDriverGetVersion`'s answer, e.g. `13000` for CUDA 13.0.
+    /// `cuDriverGetVersion`'s answer, e.g. `12080` for CUDA 12.8.
     pub version: i32,
     /// Number of CUDA devices (GPUs) visible to this process.
     pub device_count: usize,
@@ -250,9 +252,9 @@ mod tests {
     #[test]
     fn required_symbols_include_every_versioned_entry_point_the_bindings_use() {
         for symbol in [
-            "cuCtxCreate_v4",
+            "cuCtxCreate_v2",
             "cuCtxPopCurrent_v2",
-            "cuEventElapsedTime_v2",
+            "cuEventElapsedTime",
             "cuMemcpyPeerAsync",
         ] {
             assert!(REQUIRED_SYMBOLS.contains(&symbol), "{symbol}");

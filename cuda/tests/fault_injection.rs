@@ -2,6 +2,9 @@
 //! thread per rank: a fault at any site fails every rank of that generation with one error, and
 //! the CUDA state left behind (queued copies, half-finished work, cached scratch) does not disturb
 //! the next generation, which reduces exactly.
+//!
+//! Each test runs under the shared [`common::watchdog`] (a hang ends the binary with a `TIMEOUT:`
+//! line naming the test), and every collective of the fault trial has a timeout.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests assert by unwrapping
 
@@ -32,7 +35,9 @@ fn run(cuda: &CudaCollective, plan: FaultPlan, algorithm: Algorithm) -> Vec<Vec<
 }
 
 #[test]
+#[ignore = "needs a GPU: run with --include-ignored (gpu-check.sh run does)"]
 fn a_fault_at_any_site_fails_one_generation_on_every_rank_and_the_next_one_is_exact() {
+    let _watchdog = common::watchdog("fault_injection");
     let Some(_) = common::gpus("fault_injection") else {
         return;
     };
@@ -99,7 +104,9 @@ fn a_fault_at_any_site_fails_one_generation_on_every_rank_and_the_next_one_is_ex
 }
 
 #[test]
+#[ignore = "needs a GPU: run with --include-ignored (gpu-check.sh run does)"]
 fn the_decorator_with_an_empty_plan_is_transparent_to_the_conformance_suite() {
+    let _watchdog = common::watchdog("fault_transparent");
     let Some(_) = common::gpus("fault_transparent") else {
         return;
     };
@@ -117,7 +124,9 @@ fn the_decorator_with_an_empty_plan_is_transparent_to_the_conformance_suite() {
 /// A fault in the one step of a direct all-reduce (every rank folds every other's values) fails
 /// that generation everywhere, and the next one is exact.
 #[test]
+#[ignore = "needs a GPU: run with --include-ignored (gpu-check.sh run does)"]
 fn a_fault_in_a_direct_step_fails_one_generation_and_the_next_one_is_exact() {
+    let _watchdog = common::watchdog("fault_direct");
     let Some(_) = common::gpus("fault_direct") else {
         return;
     };

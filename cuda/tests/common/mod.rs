@@ -1,9 +1,11 @@
 //! Shared helpers of the hardware tests: build the executor or skip, and the device maps to run
 //! on (logical ranks on each GPU; across GPUs when there are several).
 //!
-//! Without a CUDA driver or GPU every hardware test prints `SKIP: ...` and passes, unless
-//! `RUCCL_CUDA_REQUIRE_HARDWARE=1` (set by `gpu-check.sh run`) or the older
-//! `RUCCL_CUDA_REQUIRE_GPU=1`, which turn the skip into a failure. Under
+//! Every test that needs a GPU is `#[ignore = "needs a GPU: ..."]`, so a plain `cargo test`
+//! counts it as ignored, never as passed; `--include-ignored` runs them (`gpu-check.sh run`
+//! does, with `RUCCL_CUDA_REQUIRE_HARDWARE=1`). Run that way without a CUDA driver or GPU, a
+//! hardware test prints `SKIP: ...` and returns, unless `RUCCL_CUDA_REQUIRE_HARDWARE=1` or the
+//! older `RUCCL_CUDA_REQUIRE_GPU=1`, which turn the skip into a failure. Under
 //! `RUCCL_CUDA_REQUIRE_HARDWARE=1` *every* [`skip`] fails; only [`allowed_skip`]s — a case that
 //! does not apply to this machine, or a typed mismatch of its software — still pass.
 //!
@@ -81,10 +83,13 @@ pub fn watchdog(test: &str) -> Watchdog {
     let test = test.to_owned();
     std::thread::spawn(move || {
         if let Err(mpsc::RecvTimeoutError::Timeout) = disarmed.recv_timeout(limit) {
-            eprintln!(
-                "TIMEOUT: {test} still running after {} s; the watchdog ends the test process",
+            // Straight to the stream, not `eprintln!`: libtest captures the macros' output
+            // (also on threads a test spawns) and would lose the line when the process exits.
+            let line = format!(
+                "TIMEOUT: {test} still running after {} s; the watchdog ends the test process\n",
                 limit.as_secs()
             );
+            let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
             std::process::exit(124);
         }
     });
