@@ -147,3 +147,55 @@ fn an_exported_plan_verifies_and_runs_back_through_the_tool() {
     }
     std::fs::remove_dir_all(&directory).unwrap();
 }
+
+/// An imported schedule under the fault injector: a panic in one of its steps reaches every rank
+/// as the same error, nothing of the generation stays alive, and the next generation of the same
+/// plan delivers the all-reduce.
+#[test]
+fn an_imported_schedule_under_injected_faults_fails_alike_and_recovers() {
+    use ruccl_core::{DeviceId, NativeCommunicator, Plan, ReduceOperation};
+    use ruccl_perf::schedule::Schedule;
+    use ruccl_sim::{FaultPlan, FaultyDevice, HostTensors, HostValues, SimDevice};
+
+    let schedule = Schedule::load(std::path::Path::new(&data("allreduce_ring_n3.xml"))).unwrap();
+    let plan: Plan = schedule.plan(30, ReduceOperation::Sum).unwrap();
+    let devices: Vec<DeviceId> = (0..3).map(DeviceId::new).collect();
+    let sim = SimDevice::builder().census(true).build();
+    let faults: FaultPlan = "exchange:step=1:gen=0:panic".parse().unwrap();
+    let faulty = FaultyDevice::new(sim.clone(), devices.clone(), faults);
+    let communicator = NativeCommunicator::new(devices.clone(), faulty.clone()).unwrap();
+    for generation in 0..2 {
+        let outcomes: Vec<_> = std::thread::scope(|scope| {
+            let ranks: Vec<_> = (0..3)
+                .map(|rank| {
+                    let (communicator, faulty, plan) = (&communicator, &faulty, plan.clone());
+                    let devices = &devices;
+                    scope.spawn(move || {
+                        let values = HostValues::I64(vec![rank as i64 + 1; 30]);
+                        let tensor = faulty.upload(devices[rank], &values).unwrap();
+                        communicator
+                            .run_plan(rank, tensor, plan, None)
+                            .map(|output| faulty.download(&output).unwrap())
+                            .map_err(|error| error.to_string())
+                    })
+                })
+                .collect();
+            ranks.into_iter().map(|rank| rank.join().unwrap()).collect()
+        });
+        if generation == 0 {
+            let first = outcomes[0].clone().unwrap_err();
+            assert!(first.contains("exchange"), "{first}");
+            assert!(
+                outcomes
+                    .iter()
+                    .all(|outcome| outcome == &Err(first.clone()))
+            );
+        } else {
+            for outcome in outcomes {
+                assert_eq!(outcome, Ok(HostValues::I64(vec![6; 30])));
+            }
+        }
+        sim.check_quiescent()
+            .unwrap_or_else(|alive| panic!("generation {generation} left values alive: {alive}"));
+    }
+}
