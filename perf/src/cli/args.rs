@@ -369,6 +369,17 @@ pub struct PerfArgs {
     /// Where results go.
     #[command(flatten)]
     pub output: OutputArgs,
+    /// Write nccl-tests' JSON document (its schema, version 3) to FILE, as nccl-tests' -J: the
+    /// name must end in .json; an existing file is kept and FILE.0, FILE.1, … is written
+    /// instead; the file appears complete (written aside, then renamed) when the run ends, also
+    /// when it fails or is interrupted
+    #[arg(short = 'J', long = "output_file", value_name = "FILE")]
+    pub json_file: Option<PathBuf>,
+    /// Append ruCCL's columns to the table — algorithm (what the plan resolved to), traffic
+    /// (busiest rank's bytes over the lower bound), model (the link model's time, us), asked
+    /// (the algorithm asked for) — and a parked-generations line to the footer
+    #[arg(long = "extra-columns")]
+    pub extra_columns: bool,
 }
 
 /// Which devices run the collective, and the backends' own options.
