@@ -59,7 +59,8 @@ const EXAMPLES: &str = "Examples:
     about = ABOUT,
     long_about = LONG_ABOUT,
     after_help = format!("{EXIT_CODES}\n\n{EXAMPLES}"),
-    args_conflicts_with_subcommands = true
+    args_conflicts_with_subcommands = true,
+    args_override_self = true
 )]
 pub struct Cli {
     /// What to do (default: all-reduce-perf with the options given).
@@ -349,12 +350,13 @@ pub struct PerfArgs {
         value_parser = clap::value_parser!(u8).range(0..=3)
     )]
     pub average: u8,
-    /// Give up (and fail) when a rank waits longer than this, in seconds
+    /// Give up (and fail) when a rank waits longer than this, in seconds; 0: no timeout (as
+    /// nccl-tests, whose default it is)
     #[arg(
         short = 'T',
         long = "timeout",
         value_name = "SECONDS",
-        default_value_t = 120.0
+        default_value_t = 0.0
     )]
     pub timeout_s: f64,
     /// Memory the sweep may use [default: MemAvailable in /proc/meminfo]
@@ -502,7 +504,7 @@ pub struct RunArgs {
     /// A fault to inject (repeatable), e.g. exchange:step=2:gen=3:panic
     #[arg(long = "fault", value_name = "SPEC", action = ArgAction::Append)]
     pub faults: Vec<FaultPlan>,
-    /// A rank waiting longer than this aborts the communicator, in seconds
+    /// A rank waiting longer than this aborts the communicator, in seconds; 0: no timeout
     #[arg(
         short = 'T',
         long = "timeout",

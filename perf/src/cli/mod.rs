@@ -72,6 +72,22 @@ pub enum CliError {
     /// The trace file could not be written.
     #[error(transparent)]
     Trace(#[from] TraceError),
+    /// A resource limit of the process (`ulimit -v`, `RUST_MIN_STACK`) leaves the run no room.
+    #[error("the run cannot start: {0}")]
+    Resource(String),
+}
+
+impl CliError {
+    /// A run that does not fit in `budget`, described by `message`: a usage error (exit 2) when
+    /// the machine's memory or `--memory-limit` is too small, a [`CliError::Resource`] (exit 1)
+    /// when the process's address-space limit is.
+    pub(crate) fn does_not_fit(budget: &crate::memory::Budget, message: String) -> Self {
+        if budget.source == crate::memory::BudgetSource::AddressSpace {
+            CliError::Resource(message)
+        } else {
+            CliError::Usage(message)
+        }
+    }
 }
 
 impl CliError {
@@ -119,6 +135,7 @@ pub fn unexpected_panic() -> bool {
 
 /// The binary's `main`: parse the process arguments, run, report, and return the exit status.
 pub fn main() -> ExitCode {
+    crate::memory::limit_arenas_under_address_limit();
     let command = Cli::parse().into_command();
     watch_panics();
     let stop = Stop::new();
@@ -135,8 +152,35 @@ pub fn main() -> ExitCode {
     });
     let progress = std::io::stderr().is_terminal();
     let mut stdout = std::io::stdout();
-    let result = execute_with(command, &mut stdout, progress, &stop);
+    // Rust's stdout swallows writes to a closed descriptor (`>&-`): find out before running.
+    let result = match stdout_open() {
+        Ok(()) => execute_with(command, &mut stdout, progress, &stop),
+        Err(error) => Err(CliError::Output(error)),
+    };
     ExitCode::from(exit_status(&result, &mut std::io::stderr()))
+}
+
+/// Whether standard output is open. Started with it closed (`ruccl-perf >&-`), the Rust runtime
+/// puts `/dev/null` there, opened read-write, and every result would be lost while the writes
+/// seem to succeed; a shell's `>/dev/null` opens it write-only, which is fine.
+fn stdout_open() -> std::io::Result<()> {
+    let target = std::fs::read_link("/proc/self/fd/1");
+    let flags = std::fs::read_to_string("/proc/self/fdinfo/1");
+    let (Ok(target), Ok(flags)) = (target, flags) else {
+        return Ok(());
+    };
+    let access = flags
+        .lines()
+        .find_map(|line| line.strip_prefix("flags:"))
+        .and_then(|octal| u32::from_str_radix(octal.trim(), 8).ok())
+        .map(|flags| flags & 0o3);
+    if target == std::path::Path::new("/dev/null") && access == Some(0o2) {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::BrokenPipe,
+            "standard output is closed (started with >&-)",
+        ));
+    }
+    Ok(())
 }
 
 /// The exit status of a command that ended with `result` ([`EXIT_CODES`]), writing the last
@@ -144,7 +188,14 @@ pub fn main() -> ExitCode {
 pub fn exit_status(result: &Result<Verdict, CliError>, stderr: &mut dyn Write) -> u8 {
     // A failing stderr has nowhere left to say anything.
     let code = match result {
-        Ok(Verdict::Passed) | Ok(Verdict::Stopped(StopReason::OutputClosed)) => 0,
+        Ok(Verdict::Passed) => 0,
+        Ok(Verdict::Stopped(StopReason::OutputClosed)) => {
+            let _ = writeln!(
+                stderr,
+                "ruccl-perf: the output was closed before the run ended (broken pipe); the results are incomplete"
+            );
+            1
+        }
         Ok(Verdict::Wrong(reason)) => {
             let _ = writeln!(stderr, "ruccl-perf: wrong results: {reason}");
             1
@@ -187,8 +238,15 @@ pub fn watch_panics() {
     }));
 }
 
-/// Seconds from the command line as a duration, or a usage error naming `flag`.
+/// How long "no timeout" (`-T 0`, nccl-tests' meaning) waits: about a century.
+pub const NO_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(100 * 365 * 86_400);
+
+/// Seconds from the command line as a duration (0: no timeout, as nccl-tests' `-T 0`;
+/// anything beyond a century is no timeout too), or a usage error naming `flag`.
 fn seconds(flag: &str, value: f64) -> Result<std::time::Duration, CliError> {
+    if value == 0.0 || value >= NO_TIMEOUT.as_secs_f64() && value.is_finite() {
+        return Ok(NO_TIMEOUT);
+    }
     std::time::Duration::try_from_secs_f64(value).map_err(|_| {
         CliError::Usage(format!(
             "{flag} must be a non-negative number of seconds, got {value}"

@@ -207,12 +207,15 @@ pub(crate) fn fit_memory(
         };
         let smallest = need(config, config.sizes.min);
         if smallest > usable {
-            return Err(CliError::Usage(format!(
-                "the smallest size (-b {}) needs an estimated {} over {world} ranks; {} — try a smaller -b or fewer ranks",
-                format_size(config.sizes.min),
-                memory::human(smallest),
-                budget
-            )));
+            return Err(CliError::does_not_fit(
+                budget,
+                format!(
+                    "the smallest size (-b {}) needs an estimated {} over {world} ranks; {} — try a smaller -b or fewer ranks",
+                    format_size(config.sizes.min),
+                    memory::human(smallest),
+                    budget
+                ),
+            ));
         }
         let largest = need(config, config.sizes.max);
         if largest > usable {
@@ -278,7 +281,7 @@ impl OnDevice for Sweeps<'_> {
             stop,
         } = self;
         let mut configs = sweep_configs(collective, args, devices.world)?;
-        let budget = Budget::new(args.memory_limit.map(|size| size.0 as u64));
+        let budget = Budget::new(args.memory_limit.map(|size| size.0 as u64), devices.world);
         let reduced = fit_memory(&mut configs, &budget, devices.host_copies)?;
         let mut notes = Vec::new();
         notes.extend(rounding(&configs));
@@ -465,11 +468,9 @@ pub(crate) fn sweeps(
     stop: &Stop,
 ) -> Result<Verdict, CliError> {
     // Flags that make no run are refused before any device is made.
-    sweep_configs(
-        collective,
-        args,
-        args.world.map_or(4, |world| world as usize),
-    )?;
+    let world = args.world.map_or(4, |world| world as usize);
+    sweep_configs(collective, args, world)?;
+    crate::memory::check_threads(world).map_err(CliError::Resource)?;
     if args.baseline.nccl && args.backend.backend != Backend::Cuda {
         return Err(CliError::Usage(
             "--nccl is the CUDA backend's baseline: add --backend cuda".to_owned(),

@@ -156,6 +156,17 @@ pub enum SweepError {
     /// A rank thread of the harness panicked.
     #[error("rank thread {0} of the harness panicked")]
     Panicked(usize),
+    /// A rank's thread could not be started (a resource limit: `ulimit -u`, `ulimit -v`, a
+    /// huge `RUST_MIN_STACK`); the ranks already started were released.
+    #[error(
+        "cannot start rank {rank}'s thread: {message} (a resource limit? ulimit -u / ulimit -v, RUST_MIN_STACK)"
+    )]
+    ThreadSpawn {
+        /// The rank.
+        rank: usize,
+        /// The system's error.
+        message: String,
+    },
     /// The sweep was asked to stop.
     #[error("stopped: {}", .0.describe())]
     Stopped(StopReason),
@@ -238,16 +249,31 @@ pub fn sweep<D: HostTensors>(
                     .name(format!("rank {rank}"))
                     .spawn_scoped(scope, move || shared.rank_loop(rank, configs, on_event))
             })
-            .collect();
+            .collect::<Vec<_>>();
+        // A rank whose thread could not start never arrives: release the ranks already
+        // started, which would otherwise wait for it until the timeout.
+        if let Some((rank, Err(error))) = handles
+            .iter()
+            .enumerate()
+            .find(|(_, handle)| handle.is_err())
+        {
+            let reason = format!("cannot start rank {rank}'s thread: {error}");
+            lock(&shared.failure).get_or_insert_with(|| SweepError::ThreadSpawn {
+                rank,
+                message: error.to_string(),
+            });
+            shared.gate.break_all();
+            shared.out_of_place.abort(reason.clone());
+            shared.in_place.abort(reason);
+        }
         handles
             .into_iter()
             .enumerate()
             .map(|(rank, handle)| match handle {
                 Ok(handle) => handle.join().unwrap_or(Err(SweepError::Panicked(rank))),
-                Err(error) => Err(SweepError::Host {
+                Err(error) => Err(SweepError::ThreadSpawn {
                     rank,
-                    bytes: 0,
-                    message: format!("cannot start the rank's thread: {error}"),
+                    message: error.to_string(),
                 }),
             })
             .collect()
