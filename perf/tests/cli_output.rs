@@ -642,9 +642,9 @@ fn a_sweep_trace_covers_every_generation() {
     ]);
     let (events, _) = trace_events(&path, 2);
     let counts = per_track(&events);
-    // Warm-up at 256 and 64 B (1 each), then two sizes × two placements × (sync, 3 timed, 1
-    // check).
-    let calls = 2 + 2 * 2 * 5;
+    // Warm-up at 64, 128 and 256 B (1 each, doubling as nccl-tests), then two sizes × two
+    // placements × (sync, 3 timed, 1 check).
+    let calls = 3 + 2 * 2 * 5;
     assert_eq!(counts[&(0, "all_reduce".to_owned())], calls);
     assert_eq!(counts[&(1, "all_reduce".to_owned())], calls);
 }

@@ -270,8 +270,8 @@ impl Intercept<SimDevice> for BeforeBegin {
 
 #[test]
 fn the_sweep_runs_nccl_tests_sequence_of_collectives() {
-    // Warm-up at the largest then the smallest size (out of place); per size and placement one
-    // sync, the timed iterations, then the checks.
+    // Warm-up at every size from the smallest to the largest, doubling (out of place), as
+    // nccl-tests 2.16.8 on; per size and placement one sync, the timed iterations, the checks.
     // Each generation's input length, in order.
     let lengths = std::sync::Arc::new(Mutex::new(Vec::new()));
     let seen = lengths.clone();
@@ -297,7 +297,8 @@ fn the_sweep_runs_nccl_tests_sequence_of_collectives() {
     measure(&places, &[config]);
     let seen = lengths.lock().unwrap().clone();
     let per_place = |n: usize| vec![n; 1 + 3 + 2];
-    let mut expected = vec![16, 16, 4, 4];
+    // 16, 32 and 64 bytes of floats, twice each.
+    let mut expected = vec![4, 4, 8, 8, 16, 16];
     for n in [4, 16] {
         expected.extend(per_place(n));
         expected.extend(per_place(n));

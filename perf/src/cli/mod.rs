@@ -20,8 +20,8 @@ mod progress;
 mod run;
 
 pub use args::{
-    BackendArgs, BaselineArgs, Cli, Command, EXIT_CODES, Listed, OutputArgs, PerfArgs, Roots,
-    RunArgs, Selection,
+    BackendArgs, BaselineArgs, Cli, Command, EXIT_CODES, Listed, NcclTestsArgs, OutputArgs,
+    PerfArgs, Roots, RunArgs, Selection,
 };
 pub use perf::{sweep_configs, sweeps_on};
 
@@ -133,9 +133,44 @@ pub fn unexpected_panic() -> bool {
     UNEXPECTED_PANIC.load(Ordering::SeqCst)
 }
 
+/// The stack every thread of the tool gets at least (`RUST_MIN_STACK` may ask for more): a
+/// smaller one (`RUST_MIN_STACK=1`, `ulimit -s 64`) would overflow, which aborts the process.
+pub const MIN_STACK: usize = 8 << 20;
+
 /// The binary's `main`: parse the process arguments, run, report, and return the exit status.
+/// The work runs on a thread with a stack of at least [`MIN_STACK`], whatever `ulimit -s` gave
+/// the main thread.
 pub fn main() -> ExitCode {
     crate::memory::limit_arenas_under_address_limit();
+    let asked = std::env::var("RUST_MIN_STACK")
+        .ok()
+        .and_then(|text| text.trim().parse::<usize>().ok());
+    if asked.is_none_or(|bytes| bytes < MIN_STACK) {
+        // SAFETY: no other thread runs yet (this is the first thing `main` does after reading
+        // two /proc files), so nothing reads the environment concurrently; the standard library
+        // reads RUST_MIN_STACK when it spawns its first thread, below.
+        unsafe { std::env::set_var("RUST_MIN_STACK", MIN_STACK.to_string()) };
+    }
+    let stack = asked.unwrap_or(MIN_STACK).max(MIN_STACK);
+    let body = std::thread::Builder::new()
+        .name("ruccl-perf".to_owned())
+        .stack_size(stack)
+        .spawn(run_main);
+    match body.map(std::thread::JoinHandle::join) {
+        Ok(Ok(code)) => code,
+        Ok(Err(_)) => ExitCode::from(101),
+        Err(error) => {
+            let _ = writeln!(
+                std::io::stderr(),
+                "ruccl-perf: the run cannot start: cannot start its thread with a {stack}-byte stack: {error} (a resource limit? ulimit -v, RUST_MIN_STACK)"
+            );
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// [`main`]'s work, on its own thread.
+fn run_main() -> ExitCode {
     let command = Cli::parse().into_command();
     watch_panics();
     let stop = Stop::new();

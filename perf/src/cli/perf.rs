@@ -468,6 +468,33 @@ pub(crate) fn sweeps(
     stop: &Stop,
 ) -> Result<Verdict, CliError> {
     // Flags that make no run are refused before any device is made.
+    if let Some(message) = args.nccl_tests.unsupported() {
+        return Err(CliError::Usage(message));
+    }
+    // nccl-tests' ranks: -t threads of -g GPUs each.
+    let mut with_threads;
+    let args = match args.nccl_tests.threads {
+        Some(threads) if args.backend.backend == Backend::Sim => {
+            let world = u64::from(threads) * u64::from(args.world.unwrap_or(1));
+            if world > 1024 {
+                return Err(CliError::Usage(format!(
+                    "-t {threads} × -g {}: {world} ranks, more than 1024",
+                    args.world.unwrap_or(1)
+                )));
+            }
+            with_threads = args.clone();
+            with_threads.world = Some(world as u32);
+            with_threads.nccl_tests.threads = None;
+            &with_threads
+        }
+        Some(_) => {
+            return Err(CliError::Usage(
+                "-t/--nthreads: give the CUDA backend's ranks with -g, --map or --ranks-per-gpu"
+                    .to_owned(),
+            ));
+        }
+        None => args,
+    };
     let world = args.world.map_or(4, |world| world as usize);
     sweep_configs(collective, args, world)?;
     crate::memory::check_threads(world).map_err(CliError::Resource)?;

@@ -5,8 +5,8 @@
 //! Two communicators serve the ranks: one over the device working **out of place** (every
 //! generation copies its inputs into fresh buffers, nccl-tests' out-of-place) and one **in
 //! place** (the device works in the input's own allocation where the plan allows it). For each
-//! sweep, as nccl-tests: `warmup` untimed collectives at the largest and then at the smallest
-//! size; then per size, out of place and then in place (sweeps that differ only in their
+//! sweep, as nccl-tests: `warmup` untimed collectives at every size from the smallest to the
+//! largest, doubling (a 0-byte size warms up at 0 and then 1); then per size, out of place and then in place (sweeps that differ only in their
 //! algorithm take turns at each size, so that one run compares them under the same conditions):
 //!
 //! 1. every rank uploads its [`pattern`](ruccl_sim::pattern) input and runs one untimed
@@ -332,8 +332,19 @@ impl<D: HostTensors> Shared<'_, D> {
             return Ok(());
         };
         for config in group.iter().filter(|config| config.warmup > 0) {
-            for requested in [config.sizes.max, config.sizes.min] {
+            // nccl-tests (2.16.8 on): at every size from the smallest to the largest, doubling.
+            let mut requested = config.sizes.min;
+            loop {
                 self.warm_up(rank, config, &config.setup(requested), generation)?;
+                let next = if requested == 0 {
+                    Some(1)
+                } else {
+                    requested.checked_mul(2)
+                };
+                match next {
+                    Some(next) if next <= config.sizes.max => requested = next,
+                    _ => break,
+                }
             }
         }
         let total = lead.sizes.count();
