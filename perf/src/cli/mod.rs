@@ -175,15 +175,23 @@ fn run_main() -> ExitCode {
     watch_panics();
     let stop = Stop::new();
     let on_signal = stop.clone();
-    // A second Ctrl-C ends the process at once; the first lets the run write what it has.
-    let pressed = Mutex::new(false);
+    // The first SIGINT/SIGTERM/SIGHUP lets the run finish its size and write what it has; a
+    // second one a second later ends the process at once. One sent to the process and to its
+    // group at the same moment (as `timeout` and job control do) arrives twice: the echo within
+    // the second is not a second request.
+    let first: Mutex<Option<std::time::Instant>> = Mutex::new(None);
     let _ = ctrlc::set_handler(move || {
-        let mut pressed = pressed.lock().unwrap_or_else(PoisonError::into_inner);
-        if *pressed {
-            std::process::exit(130);
+        let mut first = first.lock().unwrap_or_else(PoisonError::into_inner);
+        match *first {
+            Some(at) if at.elapsed() >= std::time::Duration::from_secs(1) => {
+                std::process::exit(130)
+            }
+            Some(_) => {}
+            None => {
+                *first = Some(std::time::Instant::now());
+                on_signal.request(StopReason::Interrupted);
+            }
         }
-        *pressed = true;
-        on_signal.request(StopReason::Interrupted);
     });
     let progress = std::io::stderr().is_terminal();
     let mut stdout = std::io::stdout();
