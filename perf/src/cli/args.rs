@@ -25,17 +25,21 @@ prints what every generation delivered, as generations complete.";
 
 /// The exit statuses, shown by every command's `--help` (README.md repeats them).
 pub const EXIT_CODES: &str = "Exit status:
-  0    everything ran and checked out (also: `run` generations that failed on every rank alike,
-       which is ruCCL's agreement working; the CUDA backend found no GPU and printed SKIP;
-       the output was closed early, e.g. by `| head`: the run stops quietly)
+  0    everything ran and checked out (also: `run` generations that failed on every rank alike
+       where a --fault fired, which is ruCCL's agreement working; the CUDA backend found no
+       GPU and printed SKIP)
   1    wrong results (elements that differ from the reference, all-reduce ranks whose bits
-       differ from rank 0's, `run` generations whose ranks disagreed), or a failed run (a
-       collective failed, a timeout, a device that could not be made) — the last line on
-       stderr says which
-  2    a command line that makes no run (bad flags, a fault that can never fire, a size that
-       cannot fit in memory), before anything runs
+       differ from rank 0's, `run` generations whose ranks disagreed or that failed with no
+       --fault to explain it), an average bus bandwidth below 90 % of NCCL_TESTS_MIN_BW, or a
+       failed run (a collective failed, a timeout, a device that could not be made, a thread
+       that could not start, a resource limit such as ulimit -v, a standard output that is
+       closed, full or closed early as by `| head`) — the last line on stderr says which
+  2    a command line that makes no run (bad flags, an nccl-tests flag with a value ruccl-perf
+       cannot honour, a fault that can never fire, a size that cannot fit in memory), before
+       anything runs
   101  a panic that no --fault injected (a bug), after the run has ended and written its files
-  130  interrupted by Ctrl-C; the table's end, the JSON document and the trace are written";
+  130  SIGINT, SIGTERM or SIGHUP; the current size finishes, then the table's end, the JSON
+       documents and the trace are written";
 
 const EXAMPLES: &str = "Examples:
   ruccl-perf                                        the default: all-reduce, 8 B to 128 MiB, 4 ranks

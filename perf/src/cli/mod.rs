@@ -6,12 +6,13 @@
 //! | `args.rs`     | [`Cli`] and the flags of each command (clap derive), every backend    |
 //! | `perf.rs`     | the sweeps (`all-reduce-perf`, …): table or JSON, trace, NCCL         |
 //! | `run.rs`      | `run`: a scenario under a fault plan, rows as generations complete    |
-//! | `output.rs`   | writing results: a closed pipe stops the run quietly                  |
+//! | `output.rs`   | writing results: a closed pipe stops the run (and fails it)           |
 //! | `progress.rs` | the progress bar on a terminal (indicatif)                            |
 //!
 //! Exit status ([`EXIT_CODES`], also in `--help` and README.md): 0 everything ran and checked
-//! out; 1 wrong results or a failed run (stderr's last line says which); 2 a command line that
-//! makes no run; 101 a panic no fault plan injected; 130 Ctrl-C.
+//! out; 1 wrong results, a bandwidth below `NCCL_TESTS_MIN_BW`, or a failed run — a resource
+//! limit, a closed or full output included (stderr's last line says which); 2 a command line
+//! that makes no run; 101 a panic no fault plan injected; 130 SIGINT, SIGTERM or SIGHUP.
 
 mod args;
 mod output;
@@ -42,8 +43,8 @@ pub enum Verdict {
     Passed,
     /// The run finished but its results are wrong: what was found (exit 1).
     Wrong(String),
-    /// The run was stopped early; what it had was written (Ctrl-C: exit 130; a closed output:
-    /// exit 0, quietly).
+    /// The run was stopped early; what it had was written (a signal: exit 130; a closed
+    /// output: exit 1).
     Stopped(StopReason),
 }
 
