@@ -126,8 +126,8 @@ pub fn thread_stack() -> u64 {
 
 /// Address space `world` rank threads leave for buffers under the address-space limit
 /// (`ulimit -v`, "Max address space" in `/proc/self/limits`): the limit less what the process
-/// maps now (`VmSize`), less each thread's stack and [`PER_THREAD`], less a reserve; `None`
-/// when there is no limit (or it cannot be read). Zero when even the threads do not fit: see
+/// maps now (`VmSize`), less each thread's stack and a megabyte (thread-local storage, guard
+/// pages), less a reserve; `None` when there is no limit (or it cannot be read). Zero when even the threads do not fit: see
 /// [`check_threads`].
 pub fn address_space_left(world: usize) -> Option<u64> {
     let limits = std::fs::read_to_string("/proc/self/limits").ok()?;
