@@ -189,3 +189,84 @@ fn the_table_is_laid_out_byte_for_byte_as_nccl_tests_2_19() {
     );
     assert!(text.ends_with("#\n\n"));
 }
+
+#[test]
+fn dash_j_writes_nccl_tests_json_schema() {
+    let dir = std::env::temp_dir().join(format!("ruccl-perf-{}-dash-j", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("out.json");
+    let _ = std::fs::remove_file(&path);
+    let text = table(&[
+        "-b",
+        "8",
+        "-e",
+        "64",
+        "-f",
+        "8",
+        "-g",
+        "2",
+        "-n",
+        "2",
+        "-w",
+        "0",
+        "-J",
+        path.to_str().unwrap(),
+    ]);
+    assert!(text.starts_with(&format!("# Writing JSON output to {}\n", path.display())));
+    let document: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    assert_eq!(document["version"], 3);
+    for key in [
+        "start_time",
+        "end_time",
+        "args",
+        "env",
+        "nccl_version",
+        "errors",
+    ] {
+        assert!(document.get(key).is_some(), "{key}: {document}");
+    }
+    let config = &document["config"];
+    assert_eq!(
+        (config["nthreads"].as_u64(), config["ngpus"].as_u64()),
+        (Some(1), Some(2))
+    );
+    assert_eq!(config["step_factor"], 8);
+    assert_eq!(config["devices"].as_array().unwrap().len(), 2);
+    let results = document["results"].as_array().unwrap();
+    assert_eq!(results.len(), 2);
+    let first = &results[0];
+    assert_eq!(
+        (first["size"].as_u64(), first["count"].as_u64()),
+        (Some(8), Some(2))
+    );
+    assert_eq!(
+        (first["type"].as_str(), first["redop"].as_str()),
+        (Some("float"), Some("sum"))
+    );
+    // nccl-tests writes the root as `%6i`, a string.
+    assert_eq!(first["root"], "    -1");
+    for place in ["out_of_place", "in_place"] {
+        for key in ["time", "alg_bw", "bus_bw", "nwrong"] {
+            assert!(first[place][key].is_number(), "{place}.{key}: {first}");
+        }
+    }
+    assert_eq!(first["actual_iterations"], 2);
+    assert_eq!(document["out_of_bounds"]["okay"], "true");
+    assert_eq!(document["average_bus_bandwidth"]["okay"], "unchecked");
+    // The name is taken now: nccl-tests writes FILE.0 instead.
+    let again = table(&[
+        "-b",
+        "8",
+        "-e",
+        "8",
+        "-n",
+        "1",
+        "-w",
+        "0",
+        "-J",
+        path.to_str().unwrap(),
+    ]);
+    assert!(again.starts_with(&format!("# Writing JSON output to {}.0\n", path.display())));
+    let _ = std::fs::remove_dir_all(&dir);
+}
