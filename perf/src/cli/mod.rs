@@ -134,9 +134,13 @@ pub fn unexpected_panic() -> bool {
     UNEXPECTED_PANIC.load(Ordering::SeqCst)
 }
 
-/// The stack every thread of the tool gets at least (`RUST_MIN_STACK` may ask for more): a
-/// smaller one (`RUST_MIN_STACK=1`, `ulimit -s 64`) would overflow, which aborts the process.
+/// The stack the command's own thread gets at least (`RUST_MIN_STACK` may ask for more): a
+/// smaller one (`ulimit -s 64` for the main thread) would overflow, which aborts the process.
 pub const MIN_STACK: usize = 8 << 20;
+
+/// The stack every other thread (ranks, the simulated device's step threads) gets at least:
+/// Rust's default, whatever a smaller `RUST_MIN_STACK` (`=1`) asks for.
+pub const MIN_THREAD_STACK: usize = 2 << 20;
 
 /// The binary's `main`: parse the process arguments, run, report, and return the exit status.
 /// The work runs on a thread with a stack of at least [`MIN_STACK`], whatever `ulimit -s` gave
@@ -146,11 +150,11 @@ pub fn main() -> ExitCode {
     let asked = std::env::var("RUST_MIN_STACK")
         .ok()
         .and_then(|text| text.trim().parse::<usize>().ok());
-    if asked.is_none_or(|bytes| bytes < MIN_STACK) {
+    if asked.is_none_or(|bytes| bytes < MIN_THREAD_STACK) {
         // SAFETY: no other thread runs yet (this is the first thing `main` does after reading
         // two /proc files), so nothing reads the environment concurrently; the standard library
         // reads RUST_MIN_STACK when it spawns its first thread, below.
-        unsafe { std::env::set_var("RUST_MIN_STACK", MIN_STACK.to_string()) };
+        unsafe { std::env::set_var("RUST_MIN_STACK", MIN_THREAD_STACK.to_string()) };
     }
     let stack = asked.unwrap_or(MIN_STACK).max(MIN_STACK);
     let body = std::thread::Builder::new()
