@@ -156,6 +156,7 @@ expect 2 run --trace /nonexistent/dir/t.json
 expect 0 run --trace "$work/run-trace.json" -n 3
 expect 0 run --json -n 3
 expect 0 run -n 3 --fault begin:gen=1:error
+expect 1 run -g 16 -l 64K -T 0.00001 -n 3 # generations time out with no --fault to explain it
 expect 0 run -n 0
 expect 2 run -n 3 extra-argument
 
