@@ -34,22 +34,21 @@ pub struct Budget {
 pub enum BudgetSource {
     /// `MemAvailable` in `/proc/meminfo`.
     MemAvailable,
-    /// `--memory-limit`.
+    /// `--memory-limit`, below what the machine has.
     Flag,
+    /// The address-space limit (`ulimit -v`, `RLIMIT_AS`) less what the process maps already
+    /// and its rank threads' stacks.
+    AddressSpace,
     /// Neither could be read: no limit is known.
     Unknown,
 }
 
 impl Budget {
-    /// `limit` if given, else what `/proc/meminfo` says is available, else no limit.
-    pub fn new(limit: Option<u64>) -> Self {
-        if let Some(bytes) = limit {
-            return Self {
-                bytes,
-                source: BudgetSource::Flag,
-            };
-        }
-        match mem_available() {
+    /// What `world` rank threads may use: the least of what `/proc/meminfo` says is available,
+    /// the address space `ulimit -v` leaves ([`address_space_left`]) and `limit`
+    /// (`--memory-limit`, which can only lower the others); no limit if none is known.
+    pub fn new(limit: Option<u64>, world: usize) -> Self {
+        let mut budget = match mem_available() {
             Some(bytes) => Self {
                 bytes,
                 source: BudgetSource::MemAvailable,
@@ -58,12 +57,33 @@ impl Budget {
                 bytes: u64::MAX,
                 source: BudgetSource::Unknown,
             },
+        };
+        if let Some(bytes) = address_space_left(world)
+            && bytes < budget.bytes
+        {
+            budget = Self {
+                bytes,
+                source: BudgetSource::AddressSpace,
+            };
         }
+        if let Some(bytes) = limit
+            && bytes < budget.bytes
+        {
+            budget = Self {
+                bytes,
+                source: BudgetSource::Flag,
+            };
+        }
+        budget
     }
 
     /// What a measurement may take: the budget less a reserve (a quarter of it, at most 1 GiB,
-    /// at least 256 MiB).
+    /// at least 256 MiB; for an address-space budget, the reserve it was computed with).
     pub fn usable(&self) -> u64 {
+        if self.source == BudgetSource::AddressSpace {
+            // The reserve is taken already (see `address_space_left`).
+            return self.bytes;
+        }
         let reserve = (self.bytes / 4).clamp(RESERVE, 1 << 30);
         self.bytes.saturating_sub(reserve)
     }
@@ -78,9 +98,119 @@ impl fmt::Display for Budget {
                 human(self.bytes)
             ),
             BudgetSource::Flag => write!(f, "{} allowed by --memory-limit", human(self.bytes)),
+            BudgetSource::AddressSpace => write!(
+                f,
+                "{} of address space left by the limit (ulimit -v)",
+                human(self.bytes)
+            ),
             BudgetSource::Unknown => f.write_str("an unknown amount available"),
         }
     }
+}
+
+/// Address space a thread takes besides its stack: glibc's per-thread malloc arena
+/// reservations, thread-local storage, guard pages (generous: running out aborts the process).
+const PER_THREAD: u64 = 1 << 20;
+
+/// Address space the process needs besides its measurements' buffers and its rank threads: the
+/// simulated device's step threads, the progress bar, allocator slack.
+const ADDRESS_RESERVE: u64 = 96 << 20;
+
+/// The stack a rank thread gets: `RUST_MIN_STACK`, else Rust's default of 2 MiB.
+pub fn thread_stack() -> u64 {
+    std::env::var("RUST_MIN_STACK")
+        .ok()
+        .and_then(|text| text.trim().parse().ok())
+        .unwrap_or(2 << 20)
+}
+
+/// Address space `world` rank threads leave for buffers under the address-space limit
+/// (`ulimit -v`, "Max address space" in `/proc/self/limits`): the limit less what the process
+/// maps now (`VmSize`), less each thread's stack and a megabyte (thread-local storage, guard
+/// pages), less a reserve; `None` when there is no limit (or it cannot be read). Zero when even the threads do not fit: see
+/// [`check_threads`].
+pub fn address_space_left(world: usize) -> Option<u64> {
+    let limits = std::fs::read_to_string("/proc/self/limits").ok()?;
+    let limit = parse_address_limit(&limits)?;
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let mapped = parse_status_kib(&status, "VmSize:").unwrap_or(0);
+    let threads = (world as u64 + 4).saturating_mul(thread_stack().saturating_add(PER_THREAD));
+    Some(
+        limit
+            .saturating_sub(mapped)
+            .saturating_sub(threads)
+            .saturating_sub(ADDRESS_RESERVE),
+    )
+}
+
+/// Under an address-space limit (`ulimit -v`), keep the C library's allocator to one arena: by
+/// default glibc reserves 64 MiB of address space per thread's arena, which would take the room
+/// [`address_space_left`] counts on for buffers and leave an allocation to fail (which aborts
+/// the process) mid-run. Called once by `main`, before any thread starts; nothing without a
+/// limit, or off glibc.
+pub fn limit_arenas_under_address_limit() {
+    let limited = std::fs::read_to_string("/proc/self/limits")
+        .ok()
+        .and_then(|text| parse_address_limit(&text))
+        .is_some();
+    if limited {
+        one_arena();
+    }
+}
+
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+fn one_arena() {
+    /// glibc's `M_ARENA_MAX` parameter of `mallopt` (malloc.h).
+    const M_ARENA_MAX: std::ffi::c_int = -8;
+    unsafe extern "C" {
+        fn mallopt(param: std::ffi::c_int, value: std::ffi::c_int) -> std::ffi::c_int;
+    }
+    // SAFETY: `mallopt` is glibc's documented, thread-safe tuning call; it takes two integers
+    // and touches no memory of ours. A failure (0) leaves the default arenas: nothing to undo.
+    let _ = unsafe { mallopt(M_ARENA_MAX, 1) };
+}
+
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+fn one_arena() {}
+
+/// Refuse, before any thread starts, a world whose rank threads cannot all start: under an
+/// address-space limit (`ulimit -v`) that leaves no room for their stacks (a process that runs
+/// out of address space mid-run is aborted by the C library, not failed), or with a stack
+/// (`RUST_MIN_STACK`) no thread can have.
+pub fn check_threads(world: usize) -> Result<(), String> {
+    let stack = thread_stack();
+    if stack > 1 << 40 {
+        return Err(format!(
+            "RUST_MIN_STACK={stack} asks every rank thread for a stack larger than 1 TiB"
+        ));
+    }
+    match address_space_left(world) {
+        Some(0) => Err(format!(
+            "the address-space limit (ulimit -v) leaves too little for {world} rank threads of {} stack each and the run's buffers; raise the limit or use fewer ranks",
+            human(stack)
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// "Max address space" of a `/proc/self/limits` text (the soft limit), in bytes; `None` when
+/// unlimited.
+pub fn parse_address_limit(text: &str) -> Option<u64> {
+    let line = text
+        .lines()
+        .find(|line| line.starts_with("Max address space"))?;
+    let soft = line
+        .trim_start_matches("Max address space")
+        .split_whitespace()
+        .next()?;
+    soft.parse().ok()
+}
+
+/// A `kB` field of a `/proc/self/status` text, in bytes.
+fn parse_status_kib(text: &str, key: &str) -> Option<u64> {
+    let line = text.lines().find(|line| line.starts_with(key))?;
+    let value: u64 = line[key.len()..].split_whitespace().next()?.parse().ok()?;
+    value.checked_mul(1024)
 }
 
 /// `MemAvailable` of `/proc/meminfo`, in bytes.
@@ -164,6 +294,31 @@ mod tests {
         assert!(estimate(counts(1 << 20), 4, 8, SIM_COPIES, 0) > small);
         // Never overflows.
         assert_eq!(estimate(counts(usize::MAX), 8, 1024, 5, 0), u64::MAX);
+    }
+
+    #[test]
+    fn the_address_space_limit_is_read_from_proc_limits() {
+        let unlimited = "Limit                     Soft Limit           Hard Limit           Units\nMax address space         unlimited            unlimited            bytes\n";
+        assert_eq!(parse_address_limit(unlimited), None);
+        let limited = "Max address space         409600000            unlimited            bytes\n";
+        assert_eq!(parse_address_limit(limited), Some(409_600_000));
+        assert_eq!(
+            parse_status_kib("VmPeak:\t  10 kB\nVmSize:\t  4 kB\n", "VmSize:"),
+            Some(4096)
+        );
+    }
+
+    #[test]
+    fn the_flag_only_lowers_the_budget() {
+        let free = Budget::new(None, 4);
+        let raised = Budget::new(Some(u64::MAX / 2), 4);
+        assert!(raised.bytes <= free.bytes.max(1));
+        assert_ne!(raised.source, BudgetSource::Flag);
+        let lowered = Budget::new(Some(1 << 20), 4);
+        assert_eq!(
+            (lowered.bytes, lowered.source),
+            (1 << 20, BudgetSource::Flag)
+        );
     }
 
     #[test]

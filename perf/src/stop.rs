@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicU8, Ordering};
 /// Why a run was stopped.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum StopReason {
-    /// Ctrl-C (SIGINT).
+    /// Ctrl-C (SIGINT), or SIGTERM.
     Interrupted,
     /// Writing the results failed because the reader went away (a closed pipe).
     OutputClosed,
@@ -19,7 +19,7 @@ impl StopReason {
     /// How the reason reads in messages and documents.
     pub fn describe(self) -> &'static str {
         match self {
-            StopReason::Interrupted => "interrupted (Ctrl-C)",
+            StopReason::Interrupted => "interrupted (SIGINT or SIGTERM)",
             StopReason::OutputClosed => "the output was closed",
         }
     }

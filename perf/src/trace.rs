@@ -148,6 +148,8 @@ pub struct TraceError {
 #[derive(Debug)]
 pub struct TraceFile {
     path: PathBuf,
+    /// Where the document is written until it is complete.
+    aside: PathBuf,
     sink: TraceSink,
     writer: JoinHandle<std::io::Result<()>>,
 }
@@ -160,7 +162,10 @@ impl TraceFile {
             path: path.to_owned(),
             source,
         };
-        let file = File::create(path).map_err(error)?;
+        // Written aside and renamed into place by `finish`: the file at `path` is never half
+        // a document, whatever stops the run.
+        let aside = aside(path);
+        let file = File::create(&aside).map_err(error)?;
         let mut out = BufWriter::new(file);
         write_head(&mut out, world).map_err(error)?;
         out.flush().map_err(error)?;
@@ -171,6 +176,7 @@ impl TraceFile {
             .map_err(error)?;
         Ok(TraceFile {
             path: path.to_owned(),
+            aside,
             sink: TraceSink {
                 sender,
                 epoch: Instant::now(),
@@ -187,7 +193,12 @@ impl TraceFile {
     /// Close the document with `outcome` (what happened, as JSON) in `otherData.outcome`, and
     /// wait until the file is complete. Every slice recorded before is in it.
     pub fn finish(self, outcome: serde_json::Value) -> Result<(), TraceError> {
-        let TraceFile { path, sink, writer } = self;
+        let TraceFile {
+            path,
+            aside,
+            sink,
+            writer,
+        } = self;
         let _ = sink.sender.send(Message::Close(outcome));
         drop(sink);
         let error = |source| TraceError {
@@ -195,10 +206,19 @@ impl TraceFile {
             source,
         };
         match writer.join() {
-            Ok(result) => result.map_err(error),
-            Err(_) => Err(error(std::io::Error::other("the trace writer panicked"))),
+            Ok(result) => result.map_err(error)?,
+            Err(_) => return Err(error(std::io::Error::other("the trace writer panicked"))),
         }
+        std::fs::rename(&aside, &path).map_err(error)
     }
+}
+
+/// The file a trace for `path` is written in until it is complete: beside it, so renaming
+/// stays on one file system.
+fn aside(path: &Path) -> PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(format!(".partial-{}", std::process::id()));
+    PathBuf::from(name)
 }
 
 fn write_head(out: &mut impl Write, world: usize) -> std::io::Result<()> {

@@ -22,10 +22,15 @@ fn command(args: &[&str]) -> Command {
     Cli::try_parse_from(argv).unwrap().into_command()
 }
 
-/// Run `ruccl-perf ARGS`, returning the verdict and what it printed.
+/// Run `ruccl-perf ARGS` (a sweep with `--extra-columns`, so ruCCL's columns 13 to 16 can be
+/// checked), returning the verdict and what it printed.
 fn ruccl_perf(args: &[&str]) -> (Verdict, String) {
+    let mut argv = args.to_vec();
+    if args.first() != Some(&"run") {
+        argv.push("--extra-columns");
+    }
     let mut out = Vec::new();
-    let verdict = execute(command(args), &mut out, false).unwrap();
+    let verdict = execute(command(&argv), &mut out, false).unwrap();
     (verdict, String::from_utf8(out).unwrap())
 }
 
@@ -37,7 +42,7 @@ fn temporary(name: &str) -> PathBuf {
 /// The table's rows, split into fields.
 fn rows(text: &str) -> Vec<Vec<&str>> {
     text.lines()
-        .filter(|line| !line.starts_with('#'))
+        .filter(|line| !line.starts_with('#') && !line.trim().is_empty())
         .map(|line| line.split_whitespace().collect())
         .collect()
 }
@@ -50,7 +55,7 @@ fn the_table_has_nccl_tests_columns_both_groups_and_one_row_per_size() {
     assert_eq!(verdict, Verdict::Passed);
     let header: Vec<&str> = text.lines().filter(|line| line.starts_with('#')).collect();
     assert!(header.iter().any(|line| line.contains(
-        "# nThread 3 nGpus 1 minBytes 8 maxBytes 32768 step: 8(factor) warmup iters: 1 iters: 2 agg iters: 1 validation: 1 graph: 0"
+        "# nThread 1 nGpus 3 minBytes 8 maxBytes 32768 step: 8(factor) warmup iters: 1 iters: 2 agg iters: 1 validation: 1 graph: 0 unalign: 0"
     )), "{text}");
     let using = text
         .find("# Using devices")
@@ -145,7 +150,7 @@ fn several_algorithms_take_turns_at_every_size_in_one_table() {
     assert_eq!(verdict, Verdict::Passed);
     assert!(
         text.lines()
-            .next()
+            .find(|line| line.starts_with("# ruccl-perf "))
             .unwrap()
             .ends_with(", algorithm direct,auto,ring"),
         "{text}"
@@ -192,7 +197,11 @@ fn every_collective_prints_its_own_table() {
         assert_eq!(verdict, Verdict::Passed, "{text}");
         let name = subcommand.trim_end_matches("-perf").replace('-', "_");
         assert!(
-            text.starts_with(&format!("# ruccl-perf {name}_perf")),
+            text.contains(&format!("# Collective test starting: {name}_perf\n")),
+            "{text}"
+        );
+        assert!(
+            text.ends_with(&format!("# Collective test concluded: {name}_perf\n#\n\n")),
             "{text}"
         );
         for row in rows(&text) {
@@ -244,7 +253,8 @@ fn an_unchecked_sweep_prints_not_available() {
     assert_eq!(verdict, Verdict::Passed);
     let row = &rows(&text)[0];
     assert_eq!((row[8], row[12]), ("N/A", "N/A"), "{row:?}");
-    assert!(text.contains("Out of bounds values : N/A"), "{text}");
+    // nccl-tests counts failed checks: none when nothing is checked.
+    assert!(text.contains("Out of bounds values : 0 OK"), "{text}");
 }
 
 #[test]
@@ -278,7 +288,7 @@ fn every_type_and_operation_share_one_table_and_footer() {
         "all",
     ]);
     assert_eq!(verdict, Verdict::Passed);
-    assert_eq!(text.matches("nThread 3").count(), 1, "{text}");
+    assert_eq!(text.matches("nThread 1 nGpus 3").count(), 1, "{text}");
     assert_eq!(text.matches("# Out of bounds values : 0 OK").count(), 1);
     let rows = rows(&text);
     assert_eq!(rows.len(), 2 * 5 * 2, "{text}");
@@ -632,9 +642,9 @@ fn a_sweep_trace_covers_every_generation() {
     ]);
     let (events, _) = trace_events(&path, 2);
     let counts = per_track(&events);
-    // Warm-up at 256 and 64 B (1 each), then two sizes × two placements × (sync, 3 timed, 1
-    // check).
-    let calls = 2 + 2 * 2 * 5;
+    // Warm-up at 64, 128 and 256 B (1 each, doubling as nccl-tests), then two sizes × two
+    // placements × (sync, 3 timed, 1 check).
+    let calls = 3 + 2 * 2 * 5;
     assert_eq!(counts[&(0, "all_reduce".to_owned())], calls);
     assert_eq!(counts[&(1, "all_reduce".to_owned())], calls);
 }
@@ -678,6 +688,7 @@ fn a_failed_run_still_writes_its_json_document_and_trace_and_says_it_failed() {
         using_devices: Vec::new(),
         ledger: None,
         host_copies: 5,
+        nccl_version: 0,
     };
     let mut out = Vec::new();
     let stop = Stop::new();

@@ -1,6 +1,6 @@
-//! The exit statuses, as a shell sees them from the built binary: 0 success (and a closed pipe,
-//! quietly), 1 wrong results or a failed run (saying which), 2 usage, 101 a panic no fault
-//! injected, 130 Ctrl-C — with the JSON document and the trace completed on the way out.
+//! The exit statuses, as a shell sees them from the built binary: 0 success, 1 wrong results, a
+//! failed run or an output closed early (saying which), 2 usage, 101 a panic no fault injected,
+//! 130 SIGINT or SIGTERM — with the JSON document and the trace completed on the way out.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests assert by unwrapping
 
@@ -64,17 +64,16 @@ fn exit_statuses_follow_the_verdict() {
         (code, message.as_str()),
         (1, "ruccl-perf: wrong results: 3 wrong values\n")
     );
-    assert_eq!(
-        status(Ok(Verdict::Stopped(StopReason::OutputClosed))),
-        (0, String::new())
-    );
+    let (code, message) = status(Ok(Verdict::Stopped(StopReason::OutputClosed)));
+    assert_eq!(code, 1);
+    assert!(message.contains("the output was closed"), "{message}");
     assert_eq!(status(Ok(Verdict::Stopped(StopReason::Interrupted))).0, 130);
     assert_eq!(status(Err(CliError::Usage("bad".to_owned()))).0, 2);
     assert_eq!(status(Err(CliError::Backend("no driver".to_owned()))).0, 1);
 }
 
 #[test]
-fn a_closed_pipe_ends_the_run_quietly() {
+fn a_closed_pipe_ends_the_run_and_fails_it() {
     let mut child = ruccl_perf()
         .args(["run", "-n", "100000000", "-l", "1"])
         .stdout(Stdio::piped())
@@ -96,8 +95,8 @@ fn a_closed_pipe_ends_the_run_quietly() {
         .unwrap()
         .read_to_string(&mut stderr)
         .unwrap();
-    assert_eq!(status.code(), Some(0), "{stderr}");
-    assert!(stderr.is_empty(), "{stderr}");
+    assert_eq!(status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("broken pipe"), "{stderr}");
 }
 
 #[test]

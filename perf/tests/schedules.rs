@@ -77,9 +77,13 @@ fn an_imported_schedule_runs_through_the_normal_table_with_nothing_wrong() {
         "2",
         "-w",
         "1",
+        "--extra-columns",
     ]);
     assert_eq!(verdict.unwrap(), Verdict::Passed, "{out}");
-    let rows: Vec<&str> = out.lines().filter(|line| !line.starts_with('#')).collect();
+    let rows: Vec<&str> = out
+        .lines()
+        .filter(|line| !line.starts_with('#') && !line.trim().is_empty())
+        .collect();
     assert!(rows.len() >= 4, "{out}");
     for row in rows {
         assert!(row.contains(" custom "), "{row}");

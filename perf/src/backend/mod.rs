@@ -41,6 +41,9 @@ pub struct Devices {
     /// Host copies of a rank's larger buffer a measurement may hold at once, for the memory
     /// estimate (see [`crate::memory`]).
     pub host_copies: u64,
+    /// The NCCL version code the measurements run with (nccl-tests' `nccl-library=`), 0 when
+    /// NCCL is not involved.
+    pub nccl_version: u32,
 }
 
 /// A command, generic over the device: run it on whichever device the backend builds.
@@ -78,7 +81,7 @@ pub fn hostname() -> String {
 /// One `# Using devices` line, nccl-tests' shape.
 pub fn using_device(rank: usize, device: usize, bus: u32, name: &str) -> String {
     format!(
-        "Rank {rank:2} Group  0 Pid {:6} on {:>10} device {device:2} [0x{bus:02x}] {name}",
+        "Rank {rank:2} Group  0 Pid {:6} on {:>10} device {device:2} [0000:{bus:02x}:00] {name}",
         std::process::id(),
         hostname()
     )
@@ -148,6 +151,7 @@ pub fn run_on<C: OnDevice>(
                     .collect(),
                 ledger: Some(places.out_of_place.ledger().clone()),
                 host_copies: SIM_COPIES,
+                nccl_version: 0,
             };
             command.run(&places, &devices).map(Ran::Ran)
         }

@@ -25,17 +25,21 @@ prints what every generation delivered, as generations complete.";
 
 /// The exit statuses, shown by every command's `--help` (README.md repeats them).
 pub const EXIT_CODES: &str = "Exit status:
-  0    everything ran and checked out (also: `run` generations that failed on every rank alike,
-       which is ruCCL's agreement working; the CUDA backend found no GPU and printed SKIP;
-       the output was closed early, e.g. by `| head`: the run stops quietly)
+  0    everything ran and checked out (also: `run` generations that failed on every rank alike
+       where a --fault fired, which is ruCCL's agreement working; the CUDA backend found no
+       GPU and printed SKIP)
   1    wrong results (elements that differ from the reference, all-reduce ranks whose bits
-       differ from rank 0's, `run` generations whose ranks disagreed), or a failed run (a
-       collective failed, a timeout, a device that could not be made) — the last line on
-       stderr says which
-  2    a command line that makes no run (bad flags, a fault that can never fire, a size that
-       cannot fit in memory), before anything runs
+       differ from rank 0's, `run` generations whose ranks disagreed or that failed with no
+       --fault to explain it), an average bus bandwidth below 90 % of NCCL_TESTS_MIN_BW, or a
+       failed run (a collective failed, a timeout, a device that could not be made, a thread
+       that could not start, a resource limit such as ulimit -v, a standard output that is
+       closed, full or closed early as by `| head`) — the last line on stderr says which
+  2    a command line that makes no run (bad flags, an nccl-tests flag with a value ruccl-perf
+       cannot honour, a fault that can never fire, a size that cannot fit in memory), before
+       anything runs
   101  a panic that no --fault injected (a bug), after the run has ended and written its files
-  130  interrupted by Ctrl-C; the table's end, the JSON document and the trace are written";
+  130  SIGINT, SIGTERM or SIGHUP; the current size finishes, then the table's end, the JSON
+       documents and the trace are written";
 
 const EXAMPLES: &str = "Examples:
   ruccl-perf                                        the default: all-reduce, 8 B to 128 MiB, 4 ranks
@@ -59,7 +63,8 @@ const EXAMPLES: &str = "Examples:
     about = ABOUT,
     long_about = LONG_ABOUT,
     after_help = format!("{EXIT_CODES}\n\n{EXAMPLES}"),
-    args_conflicts_with_subcommands = true
+    args_conflicts_with_subcommands = true,
+    args_override_self = true
 )]
 pub struct Cli {
     /// What to do (default: all-reduce-perf with the options given).
@@ -210,6 +215,12 @@ where
         }
         let mut chosen: Vec<T> = Vec::new();
         for item in text.split(',') {
+            if FP8_NAMES.contains(&item.trim().to_ascii_lowercase().as_str()) {
+                return Err(format!(
+                    "`{}`: nccl-tests' fp8 types (f8e4m3, f8e5m2) are not supported by ruccl-perf",
+                    item.trim()
+                ));
+            }
             let value = item
                 .trim()
                 .parse::<T>()
@@ -333,7 +344,8 @@ pub struct PerfArgs {
         value_parser = clap::value_parser!(u32).range(1..)
     )]
     pub iterations: u32,
-    /// Untimed collectives at the largest and at the smallest size, before the sweep
+    /// Untimed collectives at every size from the smallest to the largest, doubling, before the
+    /// sweep (as nccl-tests 2.16.8 and later)
     #[arg(
         short = 'w',
         long = "warmup_iters",
@@ -355,12 +367,13 @@ pub struct PerfArgs {
         value_parser = clap::value_parser!(u8).range(0..=3)
     )]
     pub average: u8,
-    /// Give up (and fail) when a rank waits longer than this, in seconds
+    /// Give up (and fail) when a rank waits longer than this, in seconds; 0: no timeout (as
+    /// nccl-tests, whose default it is)
     #[arg(
         short = 'T',
         long = "timeout",
         value_name = "SECONDS",
-        default_value_t = 120.0
+        default_value_t = 0.0
     )]
     pub timeout_s: f64,
     /// Memory the sweep may use [default: MemAvailable in /proc/meminfo]
@@ -379,7 +392,210 @@ pub struct PerfArgs {
     /// Where results go.
     #[command(flatten)]
     pub output: OutputArgs,
+    /// nccl-tests' other flags: accepted with the value that matches what ruccl-perf does,
+    /// refused (naming them) with any other.
+    #[command(flatten)]
+    pub nccl_tests: NcclTestsArgs,
+    /// Write nccl-tests' JSON document (its schema, version 3) to FILE, as nccl-tests' -J: the
+    /// name must end in .json; an existing file is kept and FILE.0, FILE.1, … is written
+    /// instead; the file appears complete (written aside, then renamed) when the run ends, also
+    /// when it fails or is interrupted
+    #[arg(short = 'J', long = "output_file", value_name = "FILE")]
+    pub json_file: Option<PathBuf>,
+    /// Append ruCCL's columns to the table — algorithm (what the plan resolved to), traffic
+    /// (busiest rank's bytes over the lower bound), model (the link model's time, us), asked
+    /// (the algorithm asked for) — and a parked-generations line to the footer
+    #[arg(long = "extra-columns")]
+    pub extra_columns: bool,
 }
+
+/// nccl-tests' flags that ruccl-perf has no use for or no implementation of, so that command
+/// lines written for nccl-tests either run (with the value that matches what ruccl-perf does)
+/// or are refused with a message naming the flag. README.md's flag table lists each.
+#[derive(Clone, Debug, Default, Args)]
+#[command(next_help_heading = "nccl-tests flags accepted with one value")]
+pub struct NcclTestsArgs {
+    /// nccl-tests' threads per process: the ranks are -t × -g (each rank is a thread here)
+    #[arg(short = 't', long = "nthreads", value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub threads: Option<u32>,
+    /// Aggregated iterations: 1 only
+    #[arg(
+        short = 'm',
+        long = "agg_iters",
+        value_name = "N",
+        allow_negative_numbers = true
+    )]
+    pub agg_iters: Option<i64>,
+    /// Run cycles: 1 only
+    #[arg(
+        short = 'N',
+        long = "run_cycles",
+        value_name = "N",
+        allow_negative_numbers = true
+    )]
+    pub run_cycles: Option<i64>,
+    /// Parallel init: 0 or 1 (no difference: one communicator is made once for all ranks)
+    #[arg(
+        short = 'p',
+        long = "parallel_init",
+        value_name = "0/1",
+        allow_negative_numbers = true
+    )]
+    pub parallel_init: Option<i64>,
+    /// Blocking collectives: 0 only
+    #[arg(
+        short = 'z',
+        long = "blocking",
+        value_name = "N",
+        allow_negative_numbers = true
+    )]
+    pub blocking: Option<i64>,
+    /// The CUDA null stream: 0 only
+    #[arg(
+        short = 'y',
+        long = "stream_null",
+        value_name = "0/1",
+        allow_negative_numbers = true
+    )]
+    pub stream_null: Option<i64>,
+    /// CUDA graph launches: 0 only
+    #[arg(
+        short = 'G',
+        long = "cudagraph",
+        value_name = "N",
+        allow_negative_numbers = true
+    )]
+    pub cudagraph: Option<i64>,
+    /// Report CPU time: 0 only
+    #[arg(
+        short = 'C',
+        long = "report_cputime",
+        value_name = "0/1",
+        allow_negative_numbers = true
+    )]
+    pub report_cputime: Option<i64>,
+    /// Report timestamps: 0 only
+    #[arg(
+        short = 'S',
+        long = "report_timestamps",
+        value_name = "0/1",
+        allow_negative_numbers = true
+    )]
+    pub report_timestamps: Option<i64>,
+    /// Buffer registration: 0 only
+    #[arg(
+        short = 'R',
+        long = "local_register",
+        value_name = "N",
+        allow_negative_numbers = true
+    )]
+    pub local_register: Option<i64>,
+    /// NCCL's CTA policy: not supported
+    #[arg(
+        short = 'x',
+        long = "cta_policy",
+        value_name = "N",
+        allow_negative_numbers = true
+    )]
+    pub cta_policy: Option<i64>,
+    /// NCCL's device implementation: 0 only
+    #[arg(
+        short = 'D',
+        long = "device_implementation",
+        value_name = "N",
+        allow_negative_numbers = true
+    )]
+    pub device_implementation: Option<i64>,
+    /// NCCL's device CTA count: not supported (long form only: -V is --version)
+    #[arg(
+        long = "device_cta_count",
+        value_name = "N",
+        allow_negative_numbers = true
+    )]
+    pub device_cta_count: Option<i64>,
+    /// GPU memory report: 0 only
+    #[arg(
+        short = 'M',
+        long = "memory",
+        value_name = "0/1",
+        allow_negative_numbers = true
+    )]
+    pub memory: Option<i64>,
+    /// Misaligned buffers: 0 only
+    #[arg(
+        short = 'u',
+        long = "unalign",
+        value_name = "N",
+        allow_negative_numbers = true
+    )]
+    pub unalign: Option<i64>,
+    /// Per-iteration timing: 0 only
+    #[arg(
+        short = 'I',
+        long = "per_iter_timing",
+        value_name = "0/1",
+        allow_negative_numbers = true
+    )]
+    pub per_iter_timing: Option<i64>,
+    /// Per-iteration skip: 0 only
+    #[arg(
+        short = 'K',
+        long = "per_iter_skip",
+        value_name = "N",
+        allow_negative_numbers = true
+    )]
+    pub per_iter_skip: Option<i64>,
+}
+
+impl NcclTestsArgs {
+    /// The first flag given with a value ruccl-perf cannot honour, as a message naming it.
+    pub fn unsupported(&self) -> Option<String> {
+        let accepted: [(&str, Option<i64>, &[i64]); 16] = [
+            ("-m/--agg_iters", self.agg_iters, &[1]),
+            ("-N/--run_cycles", self.run_cycles, &[1]),
+            ("-p/--parallel_init", self.parallel_init, &[0, 1]),
+            ("-z/--blocking", self.blocking, &[0]),
+            ("-y/--stream_null", self.stream_null, &[0]),
+            ("-G/--cudagraph", self.cudagraph, &[0]),
+            ("-C/--report_cputime", self.report_cputime, &[0]),
+            ("-S/--report_timestamps", self.report_timestamps, &[0]),
+            ("-R/--local_register", self.local_register, &[0]),
+            ("-x/--cta_policy", self.cta_policy, &[]),
+            (
+                "-D/--device_implementation",
+                self.device_implementation,
+                &[0],
+            ),
+            ("--device_cta_count", self.device_cta_count, &[]),
+            ("-M/--memory", self.memory, &[0]),
+            ("-u/--unalign", self.unalign, &[0]),
+            ("-I/--per_iter_timing", self.per_iter_timing, &[0]),
+            ("-K/--per_iter_skip", self.per_iter_skip, &[0]),
+        ];
+        accepted.iter().find_map(|(flag, value, ok)| match value {
+            Some(value) if !ok.contains(value) => Some(if ok.is_empty() {
+                format!("nccl-tests' {flag} is not supported by ruccl-perf")
+            } else {
+                let values: Vec<String> = ok.iter().map(i64::to_string).collect();
+                format!(
+                    "nccl-tests' {flag} {value} is not supported by ruccl-perf (it accepts {} only; see README.md's flag table)",
+                    values.join(" or ")
+                )
+            }),
+            _ => None,
+        })
+    }
+}
+
+/// The fp8 element types of nccl-tests (`-d f8e4m3`, `-d f8e5m2`), which ruCCL does not have.
+const FP8_NAMES: [&str; 6] = [
+    "f8e4m3",
+    "f8e5m2",
+    "fp8_e4m3",
+    "fp8_e5m2",
+    "float8e4m3",
+    "float8e5m2",
+];
 
 /// Which devices run the collective, and the backends' own options.
 #[derive(Clone, Debug, Args)]
@@ -547,7 +763,7 @@ pub struct RunArgs {
     /// A fault to inject (repeatable), e.g. exchange:step=2:gen=3:panic
     #[arg(long = "fault", value_name = "SPEC", action = ArgAction::Append)]
     pub faults: Vec<FaultPlan>,
-    /// A rank waiting longer than this aborts the communicator, in seconds
+    /// A rank waiting longer than this aborts the communicator, in seconds; 0: no timeout
     #[arg(
         short = 'T',
         long = "timeout",

@@ -7,12 +7,13 @@
 //! | `perf.rs`     | the sweeps (`all-reduce-perf`, …): table or JSON, trace, NCCL         |
 //! | `run.rs`      | `run`: a scenario under a fault plan, rows as generations complete    |
 //! | `schedule.rs` | `verify` (MSCCL XML checked) and `export` (a plan as MSCCL XML)       |
-//! | `output.rs`   | writing results: a closed pipe stops the run quietly                  |
+//! | `output.rs`   | writing results: a closed pipe stops the run (and fails it)           |
 //! | `progress.rs` | the progress bar on a terminal (indicatif)                            |
 //!
 //! Exit status ([`EXIT_CODES`], also in `--help` and README.md): 0 everything ran and checked
-//! out; 1 wrong results or a failed run (stderr's last line says which); 2 a command line that
-//! makes no run; 101 a panic no fault plan injected; 130 Ctrl-C.
+//! out; 1 wrong results, a bandwidth below `NCCL_TESTS_MIN_BW`, or a failed run — a resource
+//! limit, a closed or full output included (stderr's last line says which); 2 a command line
+//! that makes no run; 101 a panic no fault plan injected; 130 SIGINT, SIGTERM or SIGHUP.
 
 mod args;
 mod output;
@@ -22,8 +23,8 @@ mod run;
 mod schedule;
 
 pub use args::{
-    BackendArgs, BaselineArgs, Cli, Command, EXIT_CODES, ExportArgs, Listed, OutputArgs, PerfArgs,
-    Roots, RunArgs, Selection, VerifyArgs,
+    BackendArgs, BaselineArgs, Cli, Command, EXIT_CODES, ExportArgs, Listed, NcclTestsArgs,
+    OutputArgs, PerfArgs, Roots, RunArgs, Selection, VerifyArgs,
 };
 pub use perf::{sweep_configs, sweeps_on};
 
@@ -44,8 +45,8 @@ pub enum Verdict {
     Passed,
     /// The run finished but its results are wrong: what was found (exit 1).
     Wrong(String),
-    /// The run was stopped early; what it had was written (Ctrl-C: exit 130; a closed output:
-    /// exit 0, quietly).
+    /// The run was stopped early; what it had was written (a signal: exit 130; a closed
+    /// output: exit 1).
     Stopped(StopReason),
 }
 
@@ -74,6 +75,22 @@ pub enum CliError {
     /// The trace file could not be written.
     #[error(transparent)]
     Trace(#[from] TraceError),
+    /// A resource limit of the process (`ulimit -v`, `RUST_MIN_STACK`) leaves the run no room.
+    #[error("the run cannot start: {0}")]
+    Resource(String),
+}
+
+impl CliError {
+    /// A run that does not fit in `budget`, described by `message`: a usage error (exit 2) when
+    /// the machine's memory or `--memory-limit` is too small, a [`CliError::Resource`] (exit 1)
+    /// when the process's address-space limit is.
+    pub(crate) fn does_not_fit(budget: &crate::memory::Budget, message: String) -> Self {
+        if budget.source == crate::memory::BudgetSource::AddressSpace {
+            CliError::Resource(message)
+        } else {
+            CliError::Usage(message)
+        }
+    }
 }
 
 impl CliError {
@@ -121,26 +138,101 @@ pub fn unexpected_panic() -> bool {
     UNEXPECTED_PANIC.load(Ordering::SeqCst)
 }
 
+/// The stack the command's own thread gets at least (`RUST_MIN_STACK` may ask for more): a
+/// smaller one (`ulimit -s 64` for the main thread) would overflow, which aborts the process.
+pub const MIN_STACK: usize = 8 << 20;
+
+/// The stack every other thread (ranks, the simulated device's step threads) gets at least:
+/// Rust's default, whatever a smaller `RUST_MIN_STACK` (`=1`) asks for.
+pub const MIN_THREAD_STACK: usize = 2 << 20;
+
 /// The binary's `main`: parse the process arguments, run, report, and return the exit status.
+/// The work runs on a thread with a stack of at least [`MIN_STACK`], whatever `ulimit -s` gave
+/// the main thread.
 pub fn main() -> ExitCode {
+    crate::memory::limit_arenas_under_address_limit();
+    let asked = std::env::var("RUST_MIN_STACK")
+        .ok()
+        .and_then(|text| text.trim().parse::<usize>().ok());
+    if asked.is_none_or(|bytes| bytes < MIN_THREAD_STACK) {
+        // SAFETY: no other thread runs yet (this is the first thing `main` does after reading
+        // two /proc files), so nothing reads the environment concurrently; the standard library
+        // reads RUST_MIN_STACK when it spawns its first thread, below.
+        unsafe { std::env::set_var("RUST_MIN_STACK", MIN_THREAD_STACK.to_string()) };
+    }
+    let stack = asked.unwrap_or(MIN_STACK).max(MIN_STACK);
+    let body = std::thread::Builder::new()
+        .name("ruccl-perf".to_owned())
+        .stack_size(stack)
+        .spawn(run_main);
+    match body.map(std::thread::JoinHandle::join) {
+        Ok(Ok(code)) => code,
+        Ok(Err(_)) => ExitCode::from(101),
+        Err(error) => {
+            let _ = writeln!(
+                std::io::stderr(),
+                "ruccl-perf: the run cannot start: cannot start its thread with a {stack}-byte stack: {error} (a resource limit? ulimit -v, RUST_MIN_STACK)"
+            );
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// [`main`]'s work, on its own thread.
+fn run_main() -> ExitCode {
     let command = Cli::parse().into_command();
     watch_panics();
     let stop = Stop::new();
     let on_signal = stop.clone();
-    // A second Ctrl-C ends the process at once; the first lets the run write what it has.
-    let pressed = Mutex::new(false);
+    // The first SIGINT/SIGTERM/SIGHUP lets the run finish its size and write what it has; a
+    // second one a second later ends the process at once. One sent to the process and to its
+    // group at the same moment (as `timeout` and job control do) arrives twice: the echo within
+    // the second is not a second request.
+    let first: Mutex<Option<std::time::Instant>> = Mutex::new(None);
     let _ = ctrlc::set_handler(move || {
-        let mut pressed = pressed.lock().unwrap_or_else(PoisonError::into_inner);
-        if *pressed {
-            std::process::exit(130);
+        let mut first = first.lock().unwrap_or_else(PoisonError::into_inner);
+        match *first {
+            Some(at) if at.elapsed() >= std::time::Duration::from_secs(1) => {
+                std::process::exit(130)
+            }
+            Some(_) => {}
+            None => {
+                *first = Some(std::time::Instant::now());
+                on_signal.request(StopReason::Interrupted);
+            }
         }
-        *pressed = true;
-        on_signal.request(StopReason::Interrupted);
     });
     let progress = std::io::stderr().is_terminal();
     let mut stdout = std::io::stdout();
-    let result = execute_with(command, &mut stdout, progress, &stop);
+    // Rust's stdout swallows writes to a closed descriptor (`>&-`): find out before running.
+    let result = match stdout_open() {
+        Ok(()) => execute_with(command, &mut stdout, progress, &stop),
+        Err(error) => Err(CliError::Output(error)),
+    };
     ExitCode::from(exit_status(&result, &mut std::io::stderr()))
+}
+
+/// Whether standard output is open. Started with it closed (`ruccl-perf >&-`), the Rust runtime
+/// puts `/dev/null` there, opened read-write, and every result would be lost while the writes
+/// seem to succeed; a shell's `>/dev/null` opens it write-only, which is fine.
+fn stdout_open() -> std::io::Result<()> {
+    let target = std::fs::read_link("/proc/self/fd/1");
+    let flags = std::fs::read_to_string("/proc/self/fdinfo/1");
+    let (Ok(target), Ok(flags)) = (target, flags) else {
+        return Ok(());
+    };
+    let access = flags
+        .lines()
+        .find_map(|line| line.strip_prefix("flags:"))
+        .and_then(|octal| u32::from_str_radix(octal.trim(), 8).ok())
+        .map(|flags| flags & 0o3);
+    if target == std::path::Path::new("/dev/null") && access == Some(0o2) {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::BrokenPipe,
+            "standard output is closed (started with >&-)",
+        ));
+    }
+    Ok(())
 }
 
 /// The exit status of a command that ended with `result` ([`EXIT_CODES`]), writing the last
@@ -148,7 +240,14 @@ pub fn main() -> ExitCode {
 pub fn exit_status(result: &Result<Verdict, CliError>, stderr: &mut dyn Write) -> u8 {
     // A failing stderr has nowhere left to say anything.
     let code = match result {
-        Ok(Verdict::Passed) | Ok(Verdict::Stopped(StopReason::OutputClosed)) => 0,
+        Ok(Verdict::Passed) => 0,
+        Ok(Verdict::Stopped(StopReason::OutputClosed)) => {
+            let _ = writeln!(
+                stderr,
+                "ruccl-perf: the output was closed before the run ended (broken pipe); the results are incomplete"
+            );
+            1
+        }
         Ok(Verdict::Wrong(reason)) => {
             let _ = writeln!(stderr, "ruccl-perf: wrong results: {reason}");
             1
@@ -191,8 +290,15 @@ pub fn watch_panics() {
     }));
 }
 
-/// Seconds from the command line as a duration, or a usage error naming `flag`.
+/// How long "no timeout" (`-T 0`, nccl-tests' meaning) waits: about a century.
+pub const NO_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(100 * 365 * 86_400);
+
+/// Seconds from the command line as a duration (0: no timeout, as nccl-tests' `-T 0`;
+/// anything beyond a century is no timeout too), or a usage error naming `flag`.
 fn seconds(flag: &str, value: f64) -> Result<std::time::Duration, CliError> {
+    if value == 0.0 || value >= NO_TIMEOUT.as_secs_f64() && value.is_finite() {
+        return Ok(NO_TIMEOUT);
+    }
     std::time::Duration::try_from_secs_f64(value).map_err(|_| {
         CliError::Usage(format!(
             "{flag} must be a non-negative number of seconds, got {value}"

@@ -1,5 +1,6 @@
 //! Writing results: every write is flushed (rows appear as they are measured), the first failure
-//! is kept, and a closed pipe (`ruccl-perf | head`) asks the run to stop instead of failing it.
+//! is kept, and a closed pipe (`ruccl-perf | head`) asks the run to stop; the command then exits 1
+//! saying the output was closed.
 
 use crate::stop::{Stop, StopReason};
 use std::io::{ErrorKind, Write};

@@ -14,6 +14,7 @@ use crate::memory::{self, Budget};
 use crate::probe::Probe;
 use crate::schedule::Schedule;
 use crate::stop::Stop;
+use crate::sweep::nccl_json::NcclJson;
 use crate::sweep::{
     Average, Instruments, Places, Sizes, Step, SweepConfig, SweepError, SweepEvent, format_size,
     json, sweep, table,
@@ -237,12 +238,15 @@ pub(crate) fn fit_memory(
         };
         let smallest = need(config, config.sizes.min);
         if smallest > usable {
-            return Err(CliError::Usage(format!(
-                "the smallest size (-b {}) needs an estimated {} over {world} ranks; {} — try a smaller -b or fewer ranks",
-                format_size(config.sizes.min),
-                memory::human(smallest),
-                budget
-            )));
+            return Err(CliError::does_not_fit(
+                budget,
+                format!(
+                    "the smallest size (-b {}) needs an estimated {} over {world} ranks; {} — try a smaller -b or fewer ranks",
+                    format_size(config.sizes.min),
+                    memory::human(smallest),
+                    budget
+                ),
+            ));
         }
         let largest = need(config, config.sizes.max);
         if largest > usable {
@@ -257,7 +261,10 @@ pub(crate) fn fit_memory(
                 }
             }
             notes.push(format!(
-                "Reducing maxBytes to {fits} due to memory limitation: {} needs an estimated {} over {world} ranks; {}",
+                "Reducing maxBytes to {fits} due to memory limitation"
+            ));
+            notes.push(format!(
+                "(ruccl-perf: maxBytes {} needs an estimated {} over {world} ranks; {})",
                 config.sizes.max,
                 memory::human(largest),
                 budget
@@ -274,7 +281,10 @@ struct Shown<'a> {
     printer: Printer<'a>,
     totals: table::Totals,
     json: bool,
+    style: table::Style,
     rows: u64,
+    nccl_json: Option<NcclJson>,
+    iterations: usize,
 }
 
 /// The sweeps of one command, run on whichever device the backend builds.
@@ -302,8 +312,9 @@ impl OnDevice for Sweeps<'_> {
             stop,
         } = self;
         let mut configs = sweep_configs(collective, args, devices.world)?;
-        let budget = Budget::new(args.memory_limit.map(|size| size.0 as u64));
-        let mut notes = fit_memory(&mut configs, &budget, devices.host_copies)?;
+        let budget = Budget::new(args.memory_limit.map(|size| size.0 as u64), devices.world);
+        let reduced = fit_memory(&mut configs, &budget, devices.host_copies)?;
+        let mut notes = Vec::new();
         notes.extend(rounding(&configs));
         notes.extend(ignored_flags(collective, args));
         notes.extend(skipped_algorithms(collective, args, devices.world));
@@ -315,6 +326,19 @@ impl OnDevice for Sweeps<'_> {
             ),
             None => None,
         };
+        let mut nccl_json = match &args.json_file {
+            Some(path) => {
+                Some(NcclJson::create(path).map_err(|error| CliError::Usage(error.to_string()))?)
+            }
+            None => None,
+        };
+        if let Some(document) = nccl_json.as_mut() {
+            document.begin(&configs, devices.nccl_version, &devices.using_devices);
+        }
+        let style = table::Style {
+            extra: args.extra_columns,
+        };
+        let min_bw = table::min_bandwidth();
         let probe = Probe::new(devices.world, false, trace.as_ref().map(TraceFile::sink));
         let probed = Places {
             out_of_place: probe.wrap(places.out_of_place.clone()),
@@ -326,6 +350,12 @@ impl OnDevice for Sweeps<'_> {
             stop: stop.clone(),
         };
         let mut printer = Printer::new(out, stop);
+        if let Some(document) = &nccl_json {
+            printer.write(&format!(
+                "# Writing JSON output to {}\n",
+                document.target().display()
+            ));
+        }
         if args.output.json {
             printer.write(&json::head(&configs, &devices.description, &model));
         } else {
@@ -333,6 +363,9 @@ impl OnDevice for Sweeps<'_> {
                 device: devices.description.clone(),
                 using_devices: devices.using_devices.clone(),
                 notes: devices.title.clone(),
+                after_devices: reduced,
+                nccl_version: devices.nccl_version,
+                style,
             };
             info.notes.push(model_line(&model));
             info.notes.extend(notes.iter().cloned());
@@ -344,7 +377,10 @@ impl OnDevice for Sweeps<'_> {
             printer,
             totals: table::Totals::default(),
             json: args.output.json,
+            style,
             rows: 0,
+            nccl_json,
+            iterations: args.iterations as usize,
         });
         let on_event = |event: SweepEvent<'_>| match event {
             SweepEvent::Started { bytes, place, .. } => {
@@ -356,8 +392,12 @@ impl OnDevice for Sweeps<'_> {
                 let text = if shown.json {
                     json::row(row, shown.rows == 0)
                 } else {
-                    table::row(row)
+                    table::row(row, shown.style)
                 };
+                let iterations = shown.iterations;
+                if let Some(document) = shown.nccl_json.as_mut() {
+                    document.row(row, iterations);
+                }
                 shown.rows += 1;
                 bar.around(|| shown.printer.write(&text));
                 bar.advance(1);
@@ -371,7 +411,16 @@ impl OnDevice for Sweeps<'_> {
                 "{} wrong values (elements that differ from the reference, plus all-reduce ranks whose bits differ from rank 0's) in {} of {} checked measurements",
                 shown.totals.wrong, shown.totals.failed, shown.totals.checked
             ))),
-            Ok(()) => Ok(Verdict::Passed),
+            Ok(()) => match min_bw {
+                Some(min) if !table::bandwidth_passes(&shown.totals, min) => {
+                    Ok(Verdict::Wrong(format!(
+                        "the average bus bandwidth {} GB/s is below 90 % of NCCL_TESTS_MIN_BW={}",
+                        table::general(shown.totals.average_busbw()),
+                        table::general(min)
+                    )))
+                }
+                _ => Ok(Verdict::Passed),
+            },
             Err(SweepError::Stopped(reason)) => Ok(Verdict::Stopped(reason)),
             Err(error) => Err(error),
         };
@@ -381,8 +430,20 @@ impl OnDevice for Sweeps<'_> {
             let tail = json::tail(&shown.totals, &outcome);
             shown.printer.write(&tail);
         } else {
-            let footer = table::footer(&shown.totals);
+            let program = configs.first().map(table::program_name).unwrap_or_default();
+            let footer = table::footer(&shown.totals, min_bw, &program, shown.style);
             shown.printer.write(&footer);
+        }
+        if let Some(document) = shown.nccl_json.take() {
+            let errors: Vec<String> = match &described {
+                Ok(Verdict::Passed) => Vec::new(),
+                Ok(Verdict::Wrong(reason)) => vec![reason.clone()],
+                Ok(Verdict::Stopped(reason)) => vec![reason.describe().to_owned()],
+                Err(message) => vec![message.clone()],
+            };
+            document
+                .finish(&shown.totals, min_bw, &errors)
+                .map_err(|error| CliError::Output(std::io::Error::other(error.to_string())))?;
         }
         if let Some(trace) = trace {
             trace.finish(outcome)?;
@@ -438,11 +499,36 @@ pub(crate) fn sweeps(
     stop: &Stop,
 ) -> Result<Verdict, CliError> {
     // Flags that make no run are refused before any device is made.
-    sweep_configs(
-        collective,
-        args,
-        args.world.map_or(4, |world| world as usize),
-    )?;
+    if let Some(message) = args.nccl_tests.unsupported() {
+        return Err(CliError::Usage(message));
+    }
+    // nccl-tests' ranks: -t threads of -g GPUs each.
+    let mut with_threads;
+    let args = match args.nccl_tests.threads {
+        Some(threads) if args.backend.backend == Backend::Sim => {
+            let world = u64::from(threads) * u64::from(args.world.unwrap_or(1));
+            if world > 1024 {
+                return Err(CliError::Usage(format!(
+                    "-t {threads} × -g {}: {world} ranks, more than 1024",
+                    args.world.unwrap_or(1)
+                )));
+            }
+            with_threads = args.clone();
+            with_threads.world = Some(world as u32);
+            with_threads.nccl_tests.threads = None;
+            &with_threads
+        }
+        Some(_) => {
+            return Err(CliError::Usage(
+                "-t/--nthreads: give the CUDA backend's ranks with -g, --map or --ranks-per-gpu"
+                    .to_owned(),
+            ));
+        }
+        None => args,
+    };
+    let world = args.world.map_or(4, |world| world as usize);
+    sweep_configs(collective, args, world)?;
+    crate::memory::check_threads(world).map_err(CliError::Resource)?;
     if args.baseline.nccl && args.backend.backend != Backend::Cuda {
         return Err(CliError::Usage(
             "--nccl is the CUDA backend's baseline: add --backend cuda".to_owned(),
@@ -505,8 +591,7 @@ fn baseline(configs: &[SweepConfig], out: &mut (dyn Write + Send)) -> Result<Ver
     let version = NcclBaseline::version().map_or_else(|e| e.to_string(), |v| v.to_string());
     let info = table::HeaderInfo {
         device: format!("NCCL {version} ({gpus} ranks, one per GPU, one thread)"),
-        using_devices: Vec::new(),
-        notes: Vec::new(),
+        ..table::HeaderInfo::default()
     };
     let mut totals = table::Totals::default();
     let mut counted = 0;
@@ -520,14 +605,18 @@ fn baseline(configs: &[SweepConfig], out: &mut (dyn Write + Send)) -> Result<Ver
             let row = baseline
                 .measure(&config, bytes)
                 .map_err(|error| CliError::Baseline(format!("{bytes} B: {error}")))?;
-            print(out, &table::row(&row))?;
+            print(out, &table::row(&row, table::Style::default()))?;
             totals.add(&row);
             if config.operation != ReduceOperation::Mean {
                 counted += row.wrong();
             }
         }
     }
-    print(out, &table::footer(&totals))?;
+    let program = configs.first().map(table::program_name).unwrap_or_default();
+    print(
+        out,
+        &table::footer(&totals, None, &program, table::Style::default()),
+    )?;
     Ok(if counted == 0 {
         Verdict::Passed
     } else {

@@ -26,6 +26,13 @@ fn scenario_config(
     model: &LinkModel,
     copies: u64,
 ) -> Result<ScenarioConfig, CliError> {
+    if args.root >= world {
+        return Err(CliError::Usage(format!(
+            "-r {}: the root is outside the world of {world} ranks (0 to {})",
+            args.root,
+            world - 1
+        )));
+    }
     let collective = args.collective.0.collective(args.operation, args.root);
     let config = ScenarioConfig {
         world,
@@ -45,14 +52,17 @@ fn scenario_config(
         root_only: false,
     };
     let need = memory::estimate(counts, config.element_type.size(), world, copies, 0);
-    let budget = Budget::new(args.memory_limit.map(|size| size.0 as u64));
+    let budget = Budget::new(args.memory_limit.map(|size| size.0 as u64), world);
     if need > budget.usable() {
-        return Err(CliError::Usage(format!(
-            "-l {} needs an estimated {} per generation over {world} ranks; {}",
-            config.length,
-            memory::human(need),
-            budget
-        )));
+        return Err(CliError::does_not_fit(
+            &budget,
+            format!(
+                "-l {} needs an estimated {} per generation over {world} ranks; {}",
+                config.length,
+                memory::human(need),
+                budget
+            ),
+        ));
     }
     let input = TensorInfo {
         len: config.length,
@@ -85,7 +95,7 @@ struct Scenario<'a> {
 }
 
 impl OnDevice for Scenario<'_> {
-    type Output = (Summary, Result<(), String>);
+    type Output = (Summary, Result<Verdict, String>);
 
     fn run<D: HostTensors>(
         self,
@@ -132,7 +142,20 @@ impl OnDevice for Scenario<'_> {
         }
         let bar = Progress::new(progress, config.generations, "generations");
         let mut first = true;
+        // Failed generations that no injected fault explains: none fired in that generation or
+        // the one before (a value armed in one generation may fail in the next).
+        let mut unexplained: Option<u64> = None;
+        let mut unexplained_count = 0u64;
         let mut on_row = |row: &crate::scenario::GenerationRow| {
+            if !row.errors.is_empty() {
+                let explained = faulty.fired().iter().any(|fired| {
+                    fired.generation <= row.generation && row.generation - fired.generation <= 1
+                });
+                if !explained {
+                    unexplained_count += 1;
+                    unexplained.get_or_insert(row.generation);
+                }
+            }
             let text = if args.output.json {
                 json::row(row, first)
             } else {
@@ -148,7 +171,12 @@ impl OnDevice for Scenario<'_> {
             Ok(summary) => (summary, Ok(())),
             Err(error) => (Summary::default(), Err(error.to_string())),
         };
-        let verdict = failure.clone().map(|()| verdict(&summary));
+        let verdict = failure.clone().map(|()| match (verdict(&summary), unexplained) {
+            (Verdict::Passed, Some(generation)) => Verdict::Wrong(format!(
+                "{unexplained_count} generations failed that no --fault explains (the first: generation {generation})"
+            )),
+            (verdict, _) => verdict,
+        });
         let outcome = outcome_json(&verdict);
         if args.output.json {
             printer.write(&json::tail(&summary, &outcome));
@@ -161,7 +189,7 @@ impl OnDevice for Scenario<'_> {
         if let Some(error) = printer.take_error() {
             return Err(CliError::Output(error));
         }
-        Ok((summary, failure))
+        Ok((summary, verdict))
     }
 }
 
@@ -198,19 +226,19 @@ pub(crate) fn scenario(
         &ruccl_sim::SimDevice::new().model(),
         memory::SIM_COPIES,
     )?;
+    memory::check_threads(world).map_err(CliError::Resource)?;
     let command = Scenario {
         args,
         out: &mut *out,
         progress,
         stop,
     };
-    let (summary, failure) = match run_on(&args.backend, args.world, command)? {
+    let (_summary, verdict) = match run_on(&args.backend, args.world, command)? {
         Ran::Ran(ran) => ran,
         Ran::Skipped(reason) => {
             writeln!(out, "{reason}").map_err(CliError::Output)?;
             return Ok(Verdict::Passed);
         }
     };
-    failure.map_err(CliError::Backend)?;
-    Ok(verdict(&summary))
+    verdict.map_err(CliError::Backend)
 }

@@ -238,6 +238,17 @@ pub enum ScenarioError {
     /// A rank thread of the harness panicked.
     #[error("rank thread {0} of the harness panicked")]
     Panicked(usize),
+    /// A rank's thread could not be started (a resource limit: `ulimit -u`, `ulimit -v`, a
+    /// huge `RUST_MIN_STACK`); the ranks already started were released.
+    #[error(
+        "cannot start rank {rank}'s thread: {message} (a resource limit? ulimit -u / ulimit -v, RUST_MIN_STACK)"
+    )]
+    ThreadSpawn {
+        /// The rank.
+        rank: usize,
+        /// The system's error.
+        message: String,
+    },
 }
 
 /// What one rank saw in one generation.
@@ -393,30 +404,57 @@ pub fn run_scenario<D: HostTensors>(
                 let rows = sender.clone();
                 let (communicator, probed, collector, devices) =
                     (&communicator, &probed, &collector, &devices);
-                scope.spawn(move || {
-                    bind_rank(rank);
-                    let context = RankContext {
-                        device: probed,
-                        communicator,
-                        probe,
-                        config,
-                        on: devices[rank],
-                        rank,
-                    };
-                    context.run(collector, &rows, stop);
-                })
+                std::thread::Builder::new()
+                    .name(format!("rank {rank}"))
+                    .spawn_scoped(scope, move || {
+                        bind_rank(rank);
+                        let context = RankContext {
+                            device: probed,
+                            communicator,
+                            probe,
+                            config,
+                            on: devices[rank],
+                            rank,
+                        };
+                        context.run(collector, &rows, stop);
+                    })
             })
             .collect();
+        // A rank whose thread could not start never arrives: abort the communicator so the
+        // ranks already started fail fast, and count it departed so nobody waits for its rows.
+        let mut spawn_failure = None;
+        for (rank, handle) in handles.iter().enumerate() {
+            if let Err(error) = handle {
+                spawn_failure.get_or_insert_with(|| ScenarioError::ThreadSpawn {
+                    rank,
+                    message: error.to_string(),
+                });
+                collector
+                    .departed
+                    .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            }
+        }
+        if let Some(failure) = &spawn_failure {
+            communicator.abort(failure.to_string());
+            collector.drained.notify_all();
+        }
         drop(sender);
         for row in &receiver {
             summary.add(&row);
             summary.elapsed = started.elapsed();
             on_row(&row);
         }
-        handles
+        let joined = handles
             .into_iter()
             .enumerate()
-            .try_for_each(|(rank, handle)| handle.join().map_err(|_| ScenarioError::Panicked(rank)))
+            .filter_map(|(rank, handle)| handle.ok().map(|handle| (rank, handle)))
+            .try_for_each(|(rank, handle)| {
+                handle.join().map_err(|_| ScenarioError::Panicked(rank))
+            });
+        match spawn_failure {
+            Some(failure) => Err(failure),
+            None => joined,
+        }
     });
     joined?;
     summary.stopped = stop.requested();

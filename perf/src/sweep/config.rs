@@ -159,7 +159,8 @@ pub struct SweepConfig {
     pub sizes: Sizes,
     /// Timed collectives per size and placement (`-n`, at least 1).
     pub iterations: usize,
-    /// Untimed collectives at the largest and then the smallest size before the sweep (`-w`).
+    /// Untimed collectives at every size from the smallest to the largest, doubling, before the
+    /// sweep (`-w`).
     pub warmup: usize,
     /// Checked collectives per size and placement (`-c`; 0 checks nothing).
     pub checks: usize,

@@ -5,8 +5,8 @@
 //! Two communicators serve the ranks: one over the device working **out of place** (every
 //! generation copies its inputs into fresh buffers, nccl-tests' out-of-place) and one **in
 //! place** (the device works in the input's own allocation where the plan allows it). For each
-//! sweep, as nccl-tests: `warmup` untimed collectives at the largest and then at the smallest
-//! size; then per size, out of place and then in place (sweeps that differ only in their
+//! sweep, as nccl-tests: `warmup` untimed collectives at every size from the smallest to the
+//! largest, doubling (a 0-byte size warms up at 0 and then 1); then per size, out of place and then in place (sweeps that differ only in their
 //! algorithm take turns at each size, so that one run compares them under the same conditions):
 //!
 //! 1. every rank uploads its [`pattern`](ruccl_sim::pattern) input and runs one untimed
@@ -162,6 +162,17 @@ pub enum SweepError {
     /// A rank thread of the harness panicked.
     #[error("rank thread {0} of the harness panicked")]
     Panicked(usize),
+    /// A rank's thread could not be started (a resource limit: `ulimit -u`, `ulimit -v`, a
+    /// huge `RUST_MIN_STACK`); the ranks already started were released.
+    #[error(
+        "cannot start rank {rank}'s thread: {message} (a resource limit? ulimit -u / ulimit -v, RUST_MIN_STACK)"
+    )]
+    ThreadSpawn {
+        /// The rank.
+        rank: usize,
+        /// The system's error.
+        message: String,
+    },
     /// The sweep was asked to stop.
     #[error("stopped: {}", .0.describe())]
     Stopped(StopReason),
@@ -244,16 +255,31 @@ pub fn sweep<D: HostTensors>(
                     .name(format!("rank {rank}"))
                     .spawn_scoped(scope, move || shared.rank_loop(rank, configs, on_event))
             })
-            .collect();
+            .collect::<Vec<_>>();
+        // A rank whose thread could not start never arrives: release the ranks already
+        // started, which would otherwise wait for it until the timeout.
+        if let Some((rank, Err(error))) = handles
+            .iter()
+            .enumerate()
+            .find(|(_, handle)| handle.is_err())
+        {
+            let reason = format!("cannot start rank {rank}'s thread: {error}");
+            lock(&shared.failure).get_or_insert_with(|| SweepError::ThreadSpawn {
+                rank,
+                message: error.to_string(),
+            });
+            shared.gate.break_all();
+            shared.out_of_place.abort(reason.clone());
+            shared.in_place.abort(reason);
+        }
         handles
             .into_iter()
             .enumerate()
             .map(|(rank, handle)| match handle {
                 Ok(handle) => handle.join().unwrap_or(Err(SweepError::Panicked(rank))),
-                Err(error) => Err(SweepError::Host {
+                Err(error) => Err(SweepError::ThreadSpawn {
                     rank,
-                    bytes: 0,
-                    message: format!("cannot start the rank's thread: {error}"),
+                    message: error.to_string(),
                 }),
             })
             .collect()
@@ -312,8 +338,19 @@ impl<D: HostTensors> Shared<'_, D> {
             return Ok(());
         };
         for config in group.iter().filter(|config| config.warmup > 0) {
-            for requested in [config.sizes.max, config.sizes.min] {
+            // nccl-tests (2.16.8 on): at every size from the smallest to the largest, doubling.
+            let mut requested = config.sizes.min;
+            loop {
                 self.warm_up(rank, config, &config.setup(requested), generation)?;
+                let next = if requested == 0 {
+                    Some(1)
+                } else {
+                    requested.checked_mul(2)
+                };
+                match next {
+                    Some(next) if next <= config.sizes.max => requested = next,
+                    _ => break,
+                }
             }
         }
         let total = lead.sizes.count();

@@ -9,6 +9,7 @@
 //! | `row.rs`    | [`PerfRow`]: one size, `algbw` and `busbw`                            |
 //! | `table.rs`  | the nccl-tests text table                                             |
 //! | `json.rs`   | the `--json` document, streamed                                       |
+//! | `nccl_json.rs` | nccl-tests' JSON document (`-J FILE`), written aside then renamed  |
 //! | `size.rs`   | `8`, `1K`, `128M`: byte counts as nccl-tests writes them              |
 //! | `gate.rs`   | a breakable barrier for the rank threads                              |
 //!
@@ -19,6 +20,7 @@ mod config;
 mod driver;
 mod gate;
 pub mod json;
+pub mod nccl_json;
 mod row;
 mod size;
 pub mod table;

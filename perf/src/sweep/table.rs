@@ -1,20 +1,33 @@
-//! The nccl-tests text table: the header (settings, `# Using devices`, column names), one line
-//! per size with the out-of-place and in-place column groups, and the footer.
+//! The nccl-tests text table, byte for byte as nccl-tests 2.19 (`src/util.cu`) prints it: the
+//! header (version, settings, `# Using devices`, the column names), one line per size with the
+//! out-of-place and in-place column groups, and the footer ending in `# Collective test
+//! concluded`. ruCCL's own lines (the device, the link model, notes) are `#` comment lines
+//! among the header's settings lines, where nccl-tests prints its own optional ones.
 //!
-//! The first thirteen columns are nccl-tests' own, in its order and formats — `size` (the larger
-//! of a rank's input and output, bytes), `count` (elements, nccl-tests' per-rank count), `type`,
+//! The thirteen columns are nccl-tests' own, in its order and formats — `size` (the larger of a
+//! rank's input and output, bytes), `count` (elements, nccl-tests' per-rank count), `type`,
 //! `redop` (`none` for collectives that do not reduce), `root` (`-1` without one), then
 //! `time algbw busbw #wrong` out of place and again in place — so scripts written for
-//! nccl-tests read them unchanged. ruCCL adds four after them: `algorithm` (what the plan
-//! resolved to: `-A auto` picks per size), `traffic` (what the busiest rank sent over the
-//! collective's lower bound, from the device's traffic ledger — the untimed sync generation's;
-//! 1.00 is optimal), `model` (the device's α–β link model's time for that traffic, µs) and
-//! `asked` (the algorithm the generations asked for: a run given several with `-A` measures
-//! each in turn at every size).
+//! nccl-tests read them unchanged. `--extra-columns` ([`Style::extra`]) appends ruCCL's four:
+//! `algorithm` (what the plan resolved to: `-A auto` picks per size), `traffic` (what the
+//! busiest rank sent over the collective's lower bound, from the device's traffic ledger — the
+//! untimed sync generation's; 1.00 is optimal), `model` (the device's α–β link model's time for
+//! that traffic, µs) and `asked` (the algorithm the generations asked for: a run given several
+//! with `-A` measures each in turn at every size), and a `# Parked generations` footer line.
 
 use super::config::{Step, SweepConfig, algorithms_asked};
 use super::row::{Measured, PerfRow, Waits};
 use std::fmt::Write as _;
+
+/// The nccl-tests release whose output format the table follows.
+pub const NCCL_TESTS_VERSION: &str = "2.19.6";
+
+/// How the table is laid out.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Style {
+    /// Append ruCCL's columns (`algorithm traffic model asked`) and the parked-generations line.
+    pub extra: bool,
+}
 
 /// What the header describes besides the sweep settings.
 #[derive(Clone, Debug, Default)]
@@ -25,10 +38,22 @@ pub struct HeaderInfo {
     pub using_devices: Vec<String>,
     /// Further lines (without the leading `#`): the link model, notes.
     pub notes: Vec<String>,
+    /// Lines after the devices (without the leading `#`), where nccl-tests says `Reducing
+    /// maxBytes to N due to memory limitation`.
+    pub after_devices: Vec<String>,
+    /// The NCCL version code the measurements ran with (`nccl-library=`), 0 for none.
+    pub nccl_version: u32,
+    /// The layout.
+    pub style: Style,
+}
+
+/// nccl-tests' program name for `config`'s collective (`all_reduce_perf`).
+pub fn program_name(config: &SweepConfig) -> String {
+    format!("{}_perf", config.collective.nccl_name)
 }
 
 /// The header of `configs`' sweeps (the settings of the first, the algorithms of all):
-/// nccl-tests' settings line, the devices, the column names and units.
+/// nccl-tests' version and settings lines, ruCCL's notes, the devices, the column names.
 pub fn header(configs: &[SweepConfig], info: &HeaderInfo) -> String {
     let Some(config) = configs.first() else {
         return String::new();
@@ -41,14 +66,13 @@ pub fn header(configs: &[SweepConfig], info: &HeaderInfo) -> String {
     // Writing to a `String` cannot fail.
     let _ = writeln!(
         text,
-        "# ruccl-perf {}_perf on {}, algorithm {}",
-        config.collective.nccl_name,
-        info.device,
-        algorithms_asked(configs)
+        "# nccl-tests version {NCCL_TESTS_VERSION} nccl-headers={} nccl-library={}",
+        info.nccl_version, info.nccl_version
     );
+    let _ = writeln!(text, "# Collective test starting: {}", program_name(config));
     let _ = writeln!(
         text,
-        "# nThread {} nGpus 1 minBytes {} maxBytes {} step: {}({}) warmup iters: {} iters: {} agg iters: 1 validation: {} graph: 0",
+        "# nThread 1 nGpus {} minBytes {} maxBytes {} step: {}({}) warmup iters: {} iters: {} agg iters: 1 validation: {} graph: 0 unalign: 0",
         config.world,
         config.sizes.min,
         config.sizes.max,
@@ -58,6 +82,14 @@ pub fn header(configs: &[SweepConfig], info: &HeaderInfo) -> String {
         config.iterations,
         config.checks,
     );
+    let _ = writeln!(
+        text,
+        "# ruccl-perf {} {} on {}, algorithm {}",
+        env!("CARGO_PKG_VERSION"),
+        program_name(config),
+        info.device,
+        algorithms_asked(configs)
+    );
     for note in &info.notes {
         let _ = writeln!(text, "# {note}");
     }
@@ -65,7 +97,23 @@ pub fn header(configs: &[SweepConfig], info: &HeaderInfo) -> String {
     for line in &info.using_devices {
         let _ = writeln!(text, "#  {line}");
     }
+    if !info.after_devices.is_empty() {
+        text.push_str("#\n");
+        for line in &info.after_devices {
+            let _ = writeln!(text, "# {line}");
+        }
+    }
     text.push_str("#\n");
+    let extra = |names: [&str; 4]| {
+        if info.style.extra {
+            format!(
+                " {:>16}  {:>7}  {:>9}  {:>16}",
+                names[0], names[1], names[2], names[3]
+            )
+        } else {
+            String::new()
+        }
+    };
     let _ = writeln!(
         text,
         "# {:>10}  {:>12}  {:>8}  {:>6}  {:>6}           out-of-place                       in-place          ",
@@ -73,7 +121,7 @@ pub fn header(configs: &[SweepConfig], info: &HeaderInfo) -> String {
     );
     let _ = writeln!(
         text,
-        "# {:>10}  {:>12}  {:>8}  {:>6}  {:>6}  {:>7}  {:>6}  {:>6} {:>6}  {:>7}  {:>6}  {:>6} {:>6}  {:>16}  {:>7}  {:>9}  {:>16}",
+        "# {:>10}  {:>12}  {:>8}  {:>6}  {:>6}  {:>7}  {:>6}  {:>6}  {:>6}  {:>7}  {:>6}  {:>6}  {:>6} {}",
         "size",
         "count",
         "type",
@@ -87,14 +135,11 @@ pub fn header(configs: &[SweepConfig], info: &HeaderInfo) -> String {
         "algbw",
         "busbw",
         "#wrong",
-        "algorithm",
-        "traffic",
-        "model",
-        "asked"
+        extra(["algorithm", "traffic", "model", "asked"]),
     );
     let _ = writeln!(
         text,
-        "# {:>10}  {:>12}  {:>8}  {:>6}  {:>6}  {:>7}  {:>6}  {:>6}  {:>5}  {:>7}  {:>6}  {:>6}  {:>5}  {:>16}  {:>7}  {:>9}  {:>16}",
+        "# {:>10}  {:>12}  {:>8}  {:>6}  {:>6}  {:>7}  {:>6}  {:>6}  {:>6}  {:>7}  {:>6}  {:>6}  {:>6} {}",
         "(B)",
         "(elements)",
         "",
@@ -108,57 +153,82 @@ pub fn header(configs: &[SweepConfig], info: &HeaderInfo) -> String {
         "(GB/s)",
         "(GB/s)",
         "",
-        "",
-        "(xbound)",
-        "(us)",
-        ""
+        extra(["", "(xbound)", "(us)", ""]),
     );
     text
 }
 
-/// A time as nccl-tests prints it: fewer decimals as it grows.
-pub fn time(micros: f64) -> String {
-    let micros = non_negative(micros);
-    if micros >= 10_000.0 {
-        format!("{micros:7.0}")
-    } else if micros >= 100.0 {
-        format!("{micros:7.1}")
-    } else {
-        format!("{micros:7.2}")
+/// `value` in `width` characters as nccl-tests' `getFloatStr`: two decimals, else one, else
+/// none, else an exponent.
+pub fn float_str(value: f64, width: usize) -> String {
+    let value = non_negative(value);
+    for decimals in [2, 1, 0] {
+        let text = format!("{value:width$.decimals$}");
+        if text.len() <= width {
+            return text;
+        }
     }
+    let text = if width >= 7 {
+        c_exponent(value, 1)
+    } else {
+        c_exponent(value, 0)
+    };
+    format!("{text:>width$}")
 }
 
-/// `value`, with `-0.0` and anything negative shown as `0`.
+/// `value` as C's `%.{decimals}e` (`1.5e+09`).
+fn c_exponent(value: f64, decimals: usize) -> String {
+    let text = format!("{value:.decimals$e}");
+    let (mantissa, power) = text.split_once('e').unwrap_or((&text, "0"));
+    let power: i32 = power.parse().unwrap_or(0);
+    format!(
+        "{mantissa}e{}{:02}",
+        if power < 0 { '-' } else { '+' },
+        power.abs()
+    )
+}
+
+/// A time as nccl-tests prints it: seven characters, fewer decimals as it grows.
+pub fn time(micros: f64) -> String {
+    float_str(micros, 7)
+}
+
+/// `value`, with `-0.0`, NaN and anything negative shown as `0`.
 fn non_negative(value: f64) -> f64 {
     if value > 0.0 { value } else { 0.0 }
 }
 
 fn group(row: &PerfRow, measured: &Measured) -> String {
-    let wrong = measured
-        .wrong
-        .map_or_else(|| "N/A".to_owned(), |wrong| wrong.to_string());
+    let wrong = measured.wrong.map_or_else(
+        || "   N/A".to_owned(),
+        |wrong| format!("{:>6}", general(wrong as f64)),
+    );
     format!(
-        "  {}  {:6.2}  {:6.2}  {:>5}",
+        "  {}  {}  {}  {wrong}",
         time(measured.time_us),
-        non_negative(row.algbw(measured)),
-        non_negative(row.busbw(measured)),
-        wrong
+        float_str(row.algbw(measured), 6),
+        float_str(row.busbw(measured), 6),
     )
 }
 
-/// One row, with a trailing newline.
-pub fn row(row: &PerfRow) -> String {
-    let algorithm = row.algorithm.map_or("-", |algorithm| algorithm.name());
-    let asked = row.asked.map_or("-", |algorithm| algorithm.name());
-    let traffic = row.traffic_ratio.map_or_else(
-        || "-".to_owned(),
-        |ratio| format!("{:.2}", non_negative(ratio)),
-    );
-    let model = row
-        .model_us
-        .map_or_else(|| "-".to_owned(), |us| format!("{:.2}", non_negative(us)));
+/// One row, with a trailing newline; `style.extra` appends ruCCL's columns.
+pub fn row(row: &PerfRow, style: Style) -> String {
+    let extra = if style.extra {
+        let algorithm = row.algorithm.map_or("-", |algorithm| algorithm.name());
+        let asked = row.asked.map_or("-", |algorithm| algorithm.name());
+        let traffic = row.traffic_ratio.map_or_else(
+            || "-".to_owned(),
+            |ratio| format!("{:.2}", non_negative(ratio)),
+        );
+        let model = row
+            .model_us
+            .map_or_else(|| "-".to_owned(), |us| format!("{:.2}", non_negative(us)));
+        format!("  {algorithm:>16}  {traffic:>7}  {model:>9}  {asked:>16}")
+    } else {
+        String::new()
+    };
     format!(
-        "{:>12}  {:>12}  {:>8}  {:>6}  {:>6}{}{}  {:>16}  {:>7}  {:>9}  {:>16}\n",
+        "{:>12}  {:>12}  {:>8}  {:>6}  {:>6}{}{}{extra}\n",
         row.bytes,
         row.count,
         row.element_type.nccl_name(),
@@ -168,10 +238,6 @@ pub fn row(row: &PerfRow) -> String {
         row.root,
         group(row, &row.out_of_place),
         group(row, &row.in_place),
-        algorithm,
-        traffic,
-        model,
-        asked,
     )
 }
 
@@ -221,22 +287,52 @@ impl Totals {
     }
 }
 
-/// The footer, as nccl-tests ends: how many measurements found wrong values, and the mean bus
-/// bandwidth.
-pub fn footer(totals: &Totals) -> String {
-    let verdict = match (totals.checked, totals.failed) {
-        (0, _) => "N/A (unchecked)".to_owned(),
-        (_, 0) => "0 OK".to_owned(),
-        (_, failed) => format!("{failed} FAILED"),
+/// `NCCL_TESTS_MIN_BW`: the average bus bandwidth a run must reach (GB/s), as nccl-tests reads
+/// it (`atof`: a value that is not a number reads as 0); `None` when unset.
+pub fn min_bandwidth() -> Option<f64> {
+    let text = std::env::var_os("NCCL_TESTS_MIN_BW")?;
+    Some(leading_float(&text.to_string_lossy()).unwrap_or(0.0))
+}
+
+/// The number at the start of `text`, as C's `atof` reads it (`None`: no number).
+pub fn leading_float(text: &str) -> Option<f64> {
+    let text = text.trim_start();
+    (1..=text.len())
+        .rev()
+        .filter(|&end| text.is_char_boundary(end))
+        .find_map(|end| {
+            let head = &text[..end];
+            // Rust also reads `inf`, `nan` and `infinity`; C's atof does too.
+            head.parse::<f64>().ok()
+        })
+}
+
+/// Whether `totals`' average bus bandwidth passes `min` as nccl-tests judges it: at least 90 %
+/// of it.
+pub fn bandwidth_passes(totals: &Totals, min: f64) -> bool {
+    totals.average_busbw() >= min * 0.9
+}
+
+/// The footer, as nccl-tests ends: how many measurements found wrong values, the mean bus
+/// bandwidth (judged against `min_bw`, `NCCL_TESTS_MIN_BW`), `# Collective test concluded:
+/// {program}`; `style.extra` adds how the ranks waited.
+pub fn footer(totals: &Totals, min_bw: Option<f64>, program: &str, style: Style) -> String {
+    let verdict = if totals.failed == 0 { "OK" } else { "FAILED" };
+    let judged = match min_bw {
+        None => "",
+        Some(min) if bandwidth_passes(totals, min) => "OK",
+        Some(_) => "FAILED",
     };
-    let parked = totals.waits.map_or_else(String::new, |waits| {
-        format!(
+    let parked = match totals.waits {
+        Some(waits) if style.extra => format!(
             "# Parked generations   : {} of {} timed (a rank parked instead of seeing the publication while it polled)\n",
             waits.parked, waits.generations
-        )
-    });
+        ),
+        _ => String::new(),
+    };
     format!(
-        "# Out of bounds values : {verdict}\n# Avg bus bandwidth    : {}\n{parked}#\n",
+        "# Out of bounds values : {} {verdict}\n# Avg bus bandwidth    : {} {judged}\n{parked}#\n# Collective test concluded: {program}\n#\n\n",
+        totals.failed,
         general(totals.average_busbw())
     )
 }
@@ -278,14 +374,32 @@ pub fn general(value: f64) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::{general, time};
+    use super::{float_str, general, leading_float, time};
 
     #[test]
     fn times_lose_decimals_as_nccl_tests() {
         assert_eq!(time(5.123), "   5.12");
-        assert_eq!(time(123.45), "  123.5");
-        assert_eq!(time(12345.6), "  12346");
+        assert_eq!(time(123.45), " 123.45");
+        assert_eq!(time(12345.6), "12345.6");
+        assert_eq!(time(1234567.8), "1234568");
+        assert_eq!(time(12345678.9), "1.2e+07");
         assert_eq!(time(-0.0), "   0.00");
+    }
+
+    #[test]
+    fn bandwidths_fit_six_characters_as_get_float_str() {
+        assert_eq!(float_str(0.0, 6), "  0.00");
+        assert_eq!(float_str(123.456, 6), "123.46");
+        assert_eq!(float_str(1234.5, 6), "1234.5");
+        assert_eq!(float_str(123456.0, 6), "123456");
+        assert_eq!(float_str(1234567.0, 6), " 1e+06");
+    }
+
+    #[test]
+    fn the_minimum_bandwidth_reads_as_atof() {
+        assert_eq!(leading_float("12.5"), Some(12.5));
+        assert_eq!(leading_float(" 3GB"), Some(3.0));
+        assert_eq!(leading_float("abc"), None);
     }
 
     #[test]
