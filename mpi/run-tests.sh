@@ -3,7 +3,8 @@
 # checking that neither ruccl-sim nor ruccl-perf is among the normal dependencies), the unit
 # tests, the multi-process scenarios under `mpirun -np 2` and `-np 3` — the inter-process
 # engine's (every scenario on a non-blocking and on a blocking communicator) and the
-# hierarchical communicator's (uneven local rank counts: 2 + 1, 1 + 2 + 1) —, the process-death
+# hierarchical communicator's (uneven local rank counts: 2 + 1, 1 + 2 + 1) — and communicators
+# sharing one engine concurrently (every result checked, never a wrong `Ok`), the process-death
 # check, and smoke runs of both perf tools. Needs Open MPI and libclang
 # (mpi/README.md, "Install"). Exits non-zero on any failure; every mpirun runs under `timeout`,
 # and every wait inside the tests has a deadline, so nothing hangs.
@@ -50,7 +51,8 @@ test_binary() {
 }
 engine=$(test_binary multiprocess)
 hierarchical=$(test_binary hierarchical)
-for exe in "$engine" "$hierarchical"; do
+concurrent=$(test_binary concurrent)
+for exe in "$engine" "$hierarchical" "$concurrent"; do
   if [ -z "$exe" ] || [ ! -x "$exe" ]; then
     echo "cannot find the multi-process test binaries" >&2
     exit 1
@@ -62,6 +64,8 @@ for processes in 2 3; do
   mpirun_bounded -np "$processes" "$engine"
   step "hierarchical scenarios under mpirun -np $processes"
   mpirun_bounded -np "$processes" "$hierarchical"
+  step "2 and 3 communicators sharing one engine, concurrently, under mpirun -np $processes"
+  mpirun_bounded -np "$processes" "$concurrent"
 done
 
 step "process death: one process aborts while every rank of the others waits in a hierarchical all-reduce; mpirun must end the job promptly"

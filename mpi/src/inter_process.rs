@@ -2,7 +2,7 @@
 //! local phases, implemented on MPI by [`MpiInterProcess`](crate::MpiInterProcess) and open to a
 //! GPU engine (NCCL) later.
 
-use crate::error::{InterProcessError, LocalFailure};
+use crate::error::{CallIdentity, InterProcessError, LocalFailure};
 use ruccl_core::{Collective, ReduceOperation};
 use std::sync::Arc;
 use std::time::Instant;
@@ -78,6 +78,36 @@ pub trait InterProcess: Send + Sync {
         deadline: Option<Instant>,
     ) -> Result<(), InterProcessError>;
 
+    /// [`collective`](Self::collective) as call `identity` of a communicator sharing this engine:
+    /// calls whose identities differ across processes never run as one collective — every
+    /// process of that generation returns [`InterProcessError::Crossed`] — so any number of
+    /// communicators may share an engine, from any threads, and get correct results or a typed
+    /// error. The default ignores the identity: an engine that keeps it so is safe to share
+    /// only among callers that keep one call order on every process.
+    fn collective_as(
+        &self,
+        identity: CallIdentity,
+        collective: Collective,
+        input: Result<Self::Buffer, LocalFailure>,
+        tag: u64,
+        deadline: Option<Instant>,
+    ) -> Result<Self::Buffer, InterProcessError> {
+        let _ = identity;
+        self.collective(collective, input, tag, deadline)
+    }
+
+    /// [`agree`](Self::agree) as call `identity` (see [`collective_as`](Self::collective_as)).
+    fn agree_as(
+        &self,
+        identity: CallIdentity,
+        status: Result<(), LocalFailure>,
+        tag: u64,
+        deadline: Option<Instant>,
+    ) -> Result<(), InterProcessError> {
+        let _ = identity;
+        self.agree(status, tag, deadline)
+    }
+
     /// The element-wise reduction of every process's `input` under `operation`, on every process
     /// (`Mean` divides the sum by [`processes`](Self::processes)).
     fn all_reduce(
@@ -120,8 +150,8 @@ pub trait InterProcess: Send + Sync {
     }
 }
 
-/// A shared engine is an engine: several communicators (one after another, or a hierarchical
-/// communicator and the application) may use one.
+/// A shared engine is an engine: several communicators (hierarchical communicators, each with its
+/// own agreed identity, concurrently from any threads; or the application) may use one.
 impl<I: InterProcess + ?Sized> InterProcess for Arc<I> {
     type Buffer = I::Buffer;
 
@@ -150,5 +180,26 @@ impl<I: InterProcess + ?Sized> InterProcess for Arc<I> {
         deadline: Option<Instant>,
     ) -> Result<(), InterProcessError> {
         I::agree(self, status, tag, deadline)
+    }
+
+    fn collective_as(
+        &self,
+        identity: CallIdentity,
+        collective: Collective,
+        input: Result<Self::Buffer, LocalFailure>,
+        tag: u64,
+        deadline: Option<Instant>,
+    ) -> Result<Self::Buffer, InterProcessError> {
+        I::collective_as(self, identity, collective, input, tag, deadline)
+    }
+
+    fn agree_as(
+        &self,
+        identity: CallIdentity,
+        status: Result<(), LocalFailure>,
+        tag: u64,
+        deadline: Option<Instant>,
+    ) -> Result<(), InterProcessError> {
+        I::agree_as(self, identity, status, tag, deadline)
     }
 }

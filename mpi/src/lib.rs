@@ -64,7 +64,7 @@ pub mod report;
 
 pub use engine::communicator::{MpiInterProcess, Waiting};
 pub use engine::runtime::{MpiRuntime, lock_mpi};
-pub use error::{CallDescription, CollectiveKind, InterProcessError, LocalFailure};
+pub use error::{CallDescription, CallIdentity, CollectiveKind, InterProcessError, LocalFailure};
 pub use hierarchical::{
     HierarchicalCommunicator, HierarchicalError, HierarchicalOptions, LayoutBuffer, ProcessCall,
     StagingDevice,

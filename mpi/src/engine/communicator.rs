@@ -36,7 +36,9 @@ use crate::engine::packet::{self, PACKET_WORDS, PacketReduction};
 use crate::engine::post::{self, Comm};
 use crate::engine::reductions::{Reduction, Reductions, move_datatype};
 use crate::engine::runtime::{MpiRuntime, lock_mpi};
-use crate::error::{CallDescription, CollectiveKind, InterProcessError, LocalFailure};
+use crate::error::{
+    CallDescription, CallIdentity, CollectiveKind, InterProcessError, LocalFailure,
+};
 use crate::inter_process::InterProcess;
 use mpi::ffi;
 use mpi::raw::AsRaw;
@@ -265,6 +267,7 @@ impl MpiInterProcess {
     fn collective(
         &self,
         mut call: CallDescription,
+        identity: CallIdentity,
         local: Result<HostValues, LocalFailure>,
         deadline: Option<Instant>,
         run: impl FnOnce(
@@ -304,7 +307,14 @@ impl MpiInterProcess {
         });
         let state = &mut *state;
         let outcome = self
-            .agree(resources, &mut state.packets, &call, local, deadline)
+            .agree(
+                resources,
+                &mut state.packets,
+                &call,
+                &identity,
+                local,
+                deadline,
+            )
             .and_then(|agreed| match agreed {
                 Agreed::Run(input) => run(resources, &mut state.spare, input),
                 Agreed::Done(output) => Ok(output),
@@ -328,6 +338,7 @@ impl MpiInterProcess {
         resources: &Resources,
         packets: &mut Option<post::Pair<Vec<i64>>>,
         call: &CallDescription,
+        identity: &CallIdentity,
         local: Result<HostValues, LocalFailure>,
         deadline: Option<Instant>,
     ) -> Result<Agreed, WaitError> {
@@ -337,6 +348,7 @@ impl MpiInterProcess {
             local.is_err(),
             deadline.is_some(),
             call,
+            identity,
         );
         let carried = packet::carries_data(call);
         let data = local.as_ref().ok().filter(|_| carried);
@@ -379,8 +391,14 @@ impl MpiInterProcess {
                 let message = share_text(resources, process, local.err(), deadline)?;
                 Err(InterProcessError::Failed { process, message }.into())
             }
+            Verdict::Crossed => {
+                let calls = gather_calls(resources, call, identity, deadline)?;
+                let calls = calls.into_iter().map(|(_, identity)| identity).collect();
+                Err(InterProcessError::Crossed { calls }.into())
+            }
             Verdict::Mismatch => {
-                let calls = gather_calls(resources, call, deadline)?;
+                let calls = gather_calls(resources, call, identity, deadline)?;
+                let calls = calls.into_iter().map(|(call, _)| call).collect();
                 Err(InterProcessError::Mismatch { calls }.into())
             }
         }
@@ -402,7 +420,7 @@ impl MpiInterProcess {
         operation: ReduceOperation,
         deadline: Option<Instant>,
     ) -> Result<HostValues, InterProcessError> {
-        self.tagged_all_reduce(input, operation, 0, deadline)
+        self.tagged_all_reduce(CallIdentity::default(), input, operation, 0, deadline)
     }
 
     /// The inherent form of [`InterProcess::reduce_scatter`].
@@ -412,7 +430,7 @@ impl MpiInterProcess {
         operation: ReduceOperation,
         deadline: Option<Instant>,
     ) -> Result<HostValues, InterProcessError> {
-        self.tagged_reduce_scatter(input, operation, 0, deadline)
+        self.tagged_reduce_scatter(CallIdentity::default(), input, operation, 0, deadline)
     }
 
     /// The inherent form of [`InterProcess::all_gather`].
@@ -421,7 +439,7 @@ impl MpiInterProcess {
         input: Result<HostValues, LocalFailure>,
         deadline: Option<Instant>,
     ) -> Result<HostValues, InterProcessError> {
-        self.tagged_all_gather(input, 0, deadline)
+        self.tagged_all_gather(CallIdentity::default(), input, 0, deadline)
     }
 
     /// The inherent form of [`InterProcess::broadcast`].
@@ -431,11 +449,12 @@ impl MpiInterProcess {
         root: usize,
         deadline: Option<Instant>,
     ) -> Result<HostValues, InterProcessError> {
-        self.tagged_broadcast(input, root, 0, deadline)
+        self.tagged_broadcast(CallIdentity::default(), input, root, 0, deadline)
     }
 
     fn tagged_all_reduce(
         &self,
+        identity: CallIdentity,
         input: Result<HostValues, LocalFailure>,
         operation: ReduceOperation,
         tag: u64,
@@ -445,19 +464,25 @@ impl MpiInterProcess {
         let (element, len) = Self::describe(&input);
         let call = describe(kind, Some(operation), element, len, None, tag);
         let local = input.and_then(|input| within_count(kind, input.len()).map(|()| input));
-        let mut output = self.collective(call, local, deadline, |resources, spare, input| {
-            let reduction = reduction(resources, input.element_type(), operation)?;
-            let output = spare
-                .take()
-                .filter(|spare| {
-                    spare.element_type() == input.element_type() && spare.len() == input.len()
-                })
-                .unwrap_or_else(|| input.zeros_like(input.len()));
-            let (input, output) =
-                post::all_reduce(resources.comm, input, output, reduction)?.wait(deadline)?;
-            *spare = Some(input);
-            Ok(output)
-        })?;
+        let mut output = self.collective(
+            call,
+            identity,
+            local,
+            deadline,
+            |resources, spare, input| {
+                let reduction = reduction(resources, input.element_type(), operation)?;
+                let output = spare
+                    .take()
+                    .filter(|spare| {
+                        spare.element_type() == input.element_type() && spare.len() == input.len()
+                    })
+                    .unwrap_or_else(|| input.zeros_like(input.len()));
+                let (input, output) =
+                    post::all_reduce(resources.comm, input, output, reduction)?.wait(deadline)?;
+                *spare = Some(input);
+                Ok(output)
+            },
+        )?;
         if operation == ReduceOperation::Mean {
             buffer::divide_by(&mut output, self.processes);
         }
@@ -466,6 +491,7 @@ impl MpiInterProcess {
 
     fn tagged_reduce_scatter(
         &self,
+        identity: CallIdentity,
         input: Result<HostValues, LocalFailure>,
         operation: ReduceOperation,
         tag: u64,
@@ -485,13 +511,14 @@ impl MpiInterProcess {
             }
             Ok(input)
         });
-        let mut output = self.collective(call, local, deadline, |resources, _, input| {
-            let reduction = reduction(resources, input.element_type(), operation)?;
-            let output = input.zeros_like(input.len() / processes);
-            let (_, output) =
-                post::reduce_scatter(resources.comm, input, output, reduction)?.wait(deadline)?;
-            Ok(output)
-        })?;
+        let mut output =
+            self.collective(call, identity, local, deadline, |resources, _, input| {
+                let reduction = reduction(resources, input.element_type(), operation)?;
+                let output = input.zeros_like(input.len() / processes);
+                let (_, output) = post::reduce_scatter(resources.comm, input, output, reduction)?
+                    .wait(deadline)?;
+                Ok(output)
+            })?;
         if operation == ReduceOperation::Mean {
             buffer::divide_by(&mut output, processes);
         }
@@ -500,6 +527,7 @@ impl MpiInterProcess {
 
     fn tagged_all_gather(
         &self,
+        identity: CallIdentity,
         input: Result<HostValues, LocalFailure>,
         tag: u64,
         deadline: Option<Instant>,
@@ -511,7 +539,7 @@ impl MpiInterProcess {
         let local = input.and_then(|input| {
             within_count(kind, input.len().saturating_mul(processes)).map(|()| input)
         });
-        self.collective(call, local, deadline, |resources, _, input| {
+        self.collective(call, identity, local, deadline, |resources, _, input| {
             let output = input.zeros_like(input.len() * processes);
             let (_, output) = post::all_gather(resources.comm, input, output)?.wait(deadline)?;
             Ok(output)
@@ -520,6 +548,7 @@ impl MpiInterProcess {
 
     fn tagged_broadcast(
         &self,
+        identity: CallIdentity,
         input: Result<HostValues, LocalFailure>,
         root: usize,
         tag: u64,
@@ -538,7 +567,7 @@ impl MpiInterProcess {
             }
             Ok(input)
         });
-        self.collective(call, local, deadline, |resources, _, input| {
+        self.collective(call, identity, local, deadline, |resources, _, input| {
             let output = post::broadcast(resources.comm, input, root)?.wait(deadline)?;
             Ok(output)
         })
@@ -563,15 +592,39 @@ impl InterProcess for MpiInterProcess {
         tag: u64,
         deadline: Option<Instant>,
     ) -> Result<HostValues, InterProcessError> {
+        self.collective_as(CallIdentity::default(), collective, input, tag, deadline)
+    }
+
+    fn agree(
+        &self,
+        status: Result<(), LocalFailure>,
+        tag: u64,
+        deadline: Option<Instant>,
+    ) -> Result<(), InterProcessError> {
+        self.agree_as(CallIdentity::default(), status, tag, deadline)
+    }
+
+    /// The identity travels in the status words: calls whose identities differ are
+    /// [`InterProcessError::Crossed`] on every process of the generation, before anything runs.
+    fn collective_as(
+        &self,
+        identity: CallIdentity,
+        collective: Collective,
+        input: Result<HostValues, LocalFailure>,
+        tag: u64,
+        deadline: Option<Instant>,
+    ) -> Result<HostValues, InterProcessError> {
         match collective {
             Collective::AllReduce(operation) => {
-                self.tagged_all_reduce(input, operation, tag, deadline)
+                self.tagged_all_reduce(identity, input, operation, tag, deadline)
             }
             Collective::ReduceScatter(operation) => {
-                self.tagged_reduce_scatter(input, operation, tag, deadline)
+                self.tagged_reduce_scatter(identity, input, operation, tag, deadline)
             }
-            Collective::AllGather => self.tagged_all_gather(input, tag, deadline),
-            Collective::Broadcast { root } => self.tagged_broadcast(input, root, tag, deadline),
+            Collective::AllGather => self.tagged_all_gather(identity, input, tag, deadline),
+            Collective::Broadcast { root } => {
+                self.tagged_broadcast(identity, input, root, tag, deadline)
+            }
             // A collective of a later core: refused, but through the agreement (every process
             // learns it), as an all-reduce that carries the refusal.
             other => {
@@ -579,7 +632,7 @@ impl InterProcess for MpiInterProcess {
                     "the MPI engine does not offer {other} between processes"
                 ));
                 let input = input.and(Err(refusal));
-                self.tagged_all_reduce(input, ReduceOperation::Sum, tag, deadline)
+                self.tagged_all_reduce(identity, input, ReduceOperation::Sum, tag, deadline)
             }
         }
     }
@@ -587,14 +640,15 @@ impl InterProcess for MpiInterProcess {
     /// An all-reduce of no elements (`i64`, `Max`) with `tag`: the status packet alone when no
     /// process waits with a deadline, the packet and an empty `MPI_Iallreduce` otherwise (see
     /// the module docs for why a deadline needs the second).
-    fn agree(
+    fn agree_as(
         &self,
+        identity: CallIdentity,
         status: Result<(), LocalFailure>,
         tag: u64,
         deadline: Option<Instant>,
     ) -> Result<(), InterProcessError> {
         let input = status.map(|()| HostValues::I64(Vec::new()));
-        self.tagged_all_reduce(input, ReduceOperation::Max, tag, deadline)
+        self.tagged_all_reduce(identity, input, ReduceOperation::Max, tag, deadline)
             .map(|_| ())
     }
 }
@@ -643,26 +697,27 @@ fn share_text(
     }
 }
 
-/// Every process's call description, in process order (`MPI_Iallgather`).
+/// Every process's call description and identity, in process order (`MPI_Iallgather`).
 fn gather_calls(
     resources: &Resources,
     call: &CallDescription,
+    identity: &CallIdentity,
     deadline: Option<Instant>,
-) -> Result<Vec<CallDescription>, WaitError> {
+) -> Result<Vec<(CallDescription, CallIdentity)>, WaitError> {
     let processes = resources.comm.processes;
     let (_, gathered) = post::all_gather(
         resources.comm,
-        HostValues::I64(agreement::encode(call).to_vec()),
-        HostValues::I64(vec![0; agreement::FIELDS * processes]),
+        HostValues::I64(agreement::encode_call(call, identity).to_vec()),
+        HostValues::I64(vec![0; agreement::CALL_FIELDS * processes]),
     )?
     .wait(deadline)?;
     let HostValues::I64(words) = gathered else {
         return Err(internal("gathered calls of the wrong type").into());
     };
     words
-        .chunks(agreement::FIELDS)
+        .chunks(agreement::CALL_FIELDS)
         .map(|fields| {
-            agreement::decode(fields)
+            agreement::decode_call(fields)
                 .ok_or_else(|| internal("a process sent a call this version cannot read").into())
         })
         .collect()
