@@ -5,7 +5,8 @@
 # engine's (every scenario on a non-blocking and on a blocking communicator) and the
 # hierarchical communicator's (uneven local rank counts: 2 + 1, 1 + 2 + 1) — and communicators
 # sharing one engine concurrently (every result checked, never a wrong `Ok`), the process-death
-# check, and smoke runs of both perf tools. Needs Open MPI and libclang
+# checks (plain `mpirun` ends the job; under `--enable-recovery` every survivor gets one error
+# within its timeout + 1 s, on both engines), and smoke runs of both perf tools. Needs Open MPI and libclang
 # (mpi/README.md, "Install"). Exits non-zero on any failure; every mpirun runs under `timeout`,
 # and every wait inside the tests has a deadline, so nothing hangs.
 #
@@ -96,11 +97,72 @@ if [ "$waited" -ge 30 ]; then
   exit 1
 fi
 
+# Under --enable-recovery mpirun keeps the survivors alive (Open MPI 4.1 has no ULFM: nothing
+# tells them of the death) and exits 0 whatever the processes return, so each process's exit
+# status is echoed by a wrapper.
+for engine in "" --blocking; do
+  step "process death under mpirun --enable-recovery ${engine:-(deadlines engine)}: every survivor returns the same error within timeout + 1 s and exits non-zero"
+  set +e
+  output=$(timeout -k 10 60 mpirun "${mpirun_flags[@]}" --enable-recovery -np 3 \
+    sh -c '"$0" "$@"; echo "EXIT $?"' "$hierarchical" --die --timeout 2 $engine 2>&1)
+  set -e
+  survivors=$(grep "SURVIVOR RETURNED" <<<"$output" || true)
+  echo "$survivors"
+  texts=$(sed 's/.*: \[/[/' <<<"$survivors" | sort -u | wc -l)
+  slow=$(sed -n 's/.* after \([0-9.]*\) s:.*/\1/p' <<<"$survivors" | awk '$1 >= 3' | wc -l)
+  failed_exits=$(grep -c "^EXIT [1-9]" <<<"$output" || true)
+  if [ "$(grep -c . <<<"$survivors")" != 2 ] || [ "$texts" != 1 ] || [ "$slow" != 0 ] ||
+    grep -q "Ok(())" <<<"$survivors" || [ "$failed_exits" -lt 2 ]; then
+    echo "$output" >&2
+    echo "expected both survivors to return one error within 3 s and exit non-zero" >&2
+    exit 1
+  fi
+done
+
 step "perf tools smoke runs (every engine, 4 B .. 1 MiB, results checked)"
 cargo build --features sim --bin mpi-allreduce-perf --bin hierarchical-perf
 mpirun_bounded -np 2 target/debug/mpi-allreduce-perf -b 4 -e 1M -f 16 -n 3 -w 1 \
   -E mpi,mpi-nb,ruccl-b,ruccl,ruccl-dl >/dev/null
 mpirun_bounded -np 4 target/debug/hierarchical-perf -l 2 -b 4 -e 1M -f 16 -n 3 -w 1 \
   -E mpi,hier,hier-dl,local,mpi-h >/dev/null
+
+step "perf tools' front end: --help 0, bad options 2, memory beyond the machine 2, a full disk 1, a closed pipe 0"
+expect_exit() {
+  local want=$1
+  shift
+  set +e
+  "$@" >/dev/null 2>&1
+  local got=$?
+  set -e
+  if [ "$got" != "$want" ]; then
+    echo "expected exit $want, got $got: $*" >&2
+    exit 1
+  fi
+}
+stderr_file=$(mktemp)
+for tool in mpi-allreduce-perf hierarchical-perf; do
+  exe=target/debug/$tool
+  one=(-E mpi)
+  if [ "$tool" = hierarchical-perf ]; then
+    one+=(-l 1)
+  fi
+  expect_exit 0 "$exe" --help
+  expect_exit 2 "$exe" -b 1M -e 8
+  expect_exit 2 "$exe" -c abc
+  expect_exit 2 "$exe" -x 1
+  expect_exit 2 mpirun_bounded -np 2 "$exe" -b 16G -e 16G
+  # Without mpirun (one process), so that the tool itself writes to the file and the pipe.
+  expect_exit 1 sh -c '"$0" "$@" >/dev/full' "$exe" -b 4 -e 64K -n 2 -w 1 "${one[@]}"
+  set +e
+  "$exe" -b 4 -e 1M -n 2 -w 1 "${one[@]}" 2>"$stderr_file" | head -n 1 >/dev/null
+  code=${PIPESTATUS[0]}
+  set -e
+  if [ "$code" != 0 ] || [ -s "$stderr_file" ]; then
+    cat "$stderr_file" >&2
+    echo "$tool: expected a quiet exit 0 on a closed pipe, got $code" >&2
+    exit 1
+  fi
+done
+rm -f "$stderr_file"
 
 step "mpi tests passed in $((SECONDS - started)) s"

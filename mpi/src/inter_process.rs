@@ -33,9 +33,9 @@ use std::time::Instant;
 /// return that error at once. A process whose peer timed out fails too, at its own deadline,
 /// with the same text — except that a process that had already finished the generation before a
 /// peer gave up keeps its `Ok` (a deadline cannot be agreed by any finite exchange). A timeout
-/// therefore means: stop using the communicator, and usually end the job. An implementation may
-/// refuse deadlines altogether (`MpiInterProcess` made with `Waiting::Blocking`): a call that
-/// passes one is then a local failure, shared like any other.
+/// therefore means: stop using the communicator, and usually end the job. Every engine honours
+/// deadlines (`MpiInterProcess` made with `Waiting::Blocking` too: its status is non-blocking, and
+/// a generation where any process passes a deadline runs non-blocking).
 ///
 /// ## Threads
 ///

@@ -12,8 +12,9 @@
 //!   Mismatch → every process's call description      ── Iallgather                → Err(Mismatch), everywhere
 //! ```
 //!
-//! On a [`Waiting::Blocking`] communicator the same calls are the blocking ones (`MPI_Allreduce`,
-//! ...), and no deadline exists.
+//! On a [`Waiting::Blocking`] communicator the status is non-blocking too, and what follows it is
+//! blocking (`MPI_Allreduce`, ...) where the reduced status says no process waits with a
+//! deadline: every process takes the same kind, and a deadline bounds every wait.
 //!
 //! The status goes first. A process that failed has no data to send, and calls that differ in
 //! length or type must never reach MPI as a collective (a mismatched MPI collective is
@@ -58,10 +59,12 @@ pub enum Waiting {
     /// Non-blocking MPI collectives polled by `MPI_Test` until done or until the caller's
     /// deadline: every call may pass one.
     Deadlines,
-    /// Blocking MPI collectives: MPI's own (tuned, faster) algorithms — a 4-byte all-reduce with
-    /// its status costs 1.1–1.5× a plain `MPI_Allreduce` (2 and 4 processes) — but a call waits for
-    /// ever for a process that never calls. A call that passes a deadline fails (a local
-    /// failure, shared like any other).
+    /// Blocking MPI collectives for the data where no process passes a deadline: MPI's own
+    /// (tuned, faster) algorithms for large messages. The status that starts every generation is
+    /// non-blocking all the same, and a generation where any process passes a deadline runs
+    /// non-blocking throughout, so that a call never waits past its caller's deadline here
+    /// either (a dead peer under `mpirun --enable-recovery`: every survivor times out). A call
+    /// without a deadline waits for ever for a process that never calls.
     Blocking,
 }
 
@@ -105,8 +108,9 @@ struct Resources {
 
 /// What the status agreement leaves to do.
 enum Agreed {
-    /// Every process proceeds: run the collective on this input.
-    Run(HostValues),
+    /// Every process proceeds: run the collective on this input, on this communicator (blocking
+    /// calls only on a blocking communicator where no process waits with a deadline).
+    Run(HostValues, Comm),
     /// The packet carried the data: this is the (all-reduce) output.
     Done(HostValues),
 }
@@ -272,6 +276,7 @@ impl MpiInterProcess {
         deadline: Option<Instant>,
         run: impl FnOnce(
             &Resources,
+            Comm,
             &mut Option<HostValues>,
             HostValues,
         ) -> Result<HostValues, WaitError>,
@@ -286,18 +291,6 @@ impl MpiInterProcess {
         let generation = state.generation;
         state.generation += 1;
         call.generation = generation;
-        let (local, deadline) = match (resources.comm.blocking, deadline) {
-            (true, Some(_)) => (
-                local.and_then(|_| {
-                    Err(LocalFailure::new(
-                        "a deadline was given to a communicator made with Waiting::Blocking \
-                         (make it with Waiting::Deadlines to pass one)",
-                    ))
-                }),
-                None,
-            ),
-            _ => (local, deadline),
-        };
         let local = local.and_then(|input| match move_datatype(input.element_type()) {
             Some(_) => Ok(input),
             None => Err(LocalFailure::new(format_args!(
@@ -316,7 +309,7 @@ impl MpiInterProcess {
                 deadline,
             )
             .and_then(|agreed| match agreed {
-                Agreed::Run(input) => run(resources, &mut state.spare, input),
+                Agreed::Run(input, comm) => run(resources, comm, &mut state.spare, input),
                 Agreed::Done(output) => Ok(output),
             });
         outcome.map_err(|stop| {
@@ -356,8 +349,15 @@ impl MpiInterProcess {
         packet::pack_into(&mut send, &words, data);
         received.clear();
         received.resize(PACKET_WORDS, 0);
+        // The status is non-blocking on every communicator, so that a deadline bounds it even on
+        // a blocking one; what follows is blocking only where the communicator is and nobody
+        // waits with a deadline (the reduced status says so, the same everywhere).
+        let status_comm = Comm {
+            blocking: false,
+            ..resources.comm
+        };
         let (send, received) =
-            post::all_reduce_packet(resources.comm, send, received, &resources.packet)?
+            post::all_reduce_packet(status_comm, send, received, &resources.packet)?
                 .wait(deadline)?;
         let reduced = packet::status(&received);
         // A carried all-reduce's result, decoded into the input (same type and length) before
@@ -378,26 +378,30 @@ impl MpiInterProcess {
         }
         *packets = Some((send, received));
         let reduced = reduced.ok_or_else(|| internal("a status packet too short"))?;
+        let comm = Comm {
+            blocking: resources.comm.blocking && !agreement::any_deadline(&reduced),
+            ..resources.comm
+        };
         match agreement::verdict(&reduced, self.processes) {
             Verdict::Proceed => {
                 let input = local.map_err(|_| internal("proceeding past a local failure"))?;
                 Ok(if done {
                     Agreed::Done(input)
                 } else {
-                    Agreed::Run(input)
+                    Agreed::Run(input, comm)
                 })
             }
             Verdict::Failed { process } => {
-                let message = share_text(resources, process, local.err(), deadline)?;
+                let message = share_text(comm, process, local.err(), deadline)?;
                 Err(InterProcessError::Failed { process, message }.into())
             }
             Verdict::Crossed => {
-                let calls = gather_calls(resources, call, identity, deadline)?;
+                let calls = gather_calls(comm, call, identity, deadline)?;
                 let calls = calls.into_iter().map(|(_, identity)| identity).collect();
                 Err(InterProcessError::Crossed { calls }.into())
             }
             Verdict::Mismatch => {
-                let calls = gather_calls(resources, call, identity, deadline)?;
+                let calls = gather_calls(comm, call, identity, deadline)?;
                 let calls = calls.into_iter().map(|(call, _)| call).collect();
                 Err(InterProcessError::Mismatch { calls }.into())
             }
@@ -469,7 +473,7 @@ impl MpiInterProcess {
             identity,
             local,
             deadline,
-            |resources, spare, input| {
+            |resources, comm, spare, input| {
                 let reduction = reduction(resources, input.element_type(), operation)?;
                 let output = spare
                     .take()
@@ -478,7 +482,7 @@ impl MpiInterProcess {
                     })
                     .unwrap_or_else(|| input.zeros_like(input.len()));
                 let (input, output) =
-                    post::all_reduce(resources.comm, input, output, reduction)?.wait(deadline)?;
+                    post::all_reduce(comm, input, output, reduction)?.wait(deadline)?;
                 *spare = Some(input);
                 Ok(output)
             },
@@ -511,14 +515,19 @@ impl MpiInterProcess {
             }
             Ok(input)
         });
-        let mut output =
-            self.collective(call, identity, local, deadline, |resources, _, input| {
+        let mut output = self.collective(
+            call,
+            identity,
+            local,
+            deadline,
+            |resources, comm, _, input| {
                 let reduction = reduction(resources, input.element_type(), operation)?;
                 let output = input.zeros_like(input.len() / processes);
-                let (_, output) = post::reduce_scatter(resources.comm, input, output, reduction)?
-                    .wait(deadline)?;
+                let (_, output) =
+                    post::reduce_scatter(comm, input, output, reduction)?.wait(deadline)?;
                 Ok(output)
-            })?;
+            },
+        )?;
         if operation == ReduceOperation::Mean {
             buffer::divide_by(&mut output, processes);
         }
@@ -539,9 +548,9 @@ impl MpiInterProcess {
         let local = input.and_then(|input| {
             within_count(kind, input.len().saturating_mul(processes)).map(|()| input)
         });
-        self.collective(call, identity, local, deadline, |resources, _, input| {
+        self.collective(call, identity, local, deadline, |_, comm, _, input| {
             let output = input.zeros_like(input.len() * processes);
-            let (_, output) = post::all_gather(resources.comm, input, output)?.wait(deadline)?;
+            let (_, output) = post::all_gather(comm, input, output)?.wait(deadline)?;
             Ok(output)
         })
     }
@@ -567,8 +576,8 @@ impl MpiInterProcess {
             }
             Ok(input)
         });
-        self.collective(call, identity, local, deadline, |resources, _, input| {
-            let output = post::broadcast(resources.comm, input, root)?.wait(deadline)?;
+        self.collective(call, identity, local, deadline, |_, comm, _, input| {
+            let output = post::broadcast(comm, input, root)?.wait(deadline)?;
             Ok(output)
         })
     }
@@ -681,7 +690,7 @@ impl Drop for MpiInterProcess {
 
 /// The failing `root`'s text, on every process (`MPI_Ibcast` of [`TEXT_WORDS`] words).
 fn share_text(
-    resources: &Resources,
+    comm: Comm,
     root: usize,
     own: Option<LocalFailure>,
     deadline: Option<Instant>,
@@ -690,7 +699,7 @@ fn share_text(
         Some(failure) => encode_text(failure.message()),
         None => vec![0; TEXT_WORDS],
     };
-    let shared = post::broadcast(resources.comm, HostValues::I64(words), root)?.wait(deadline)?;
+    let shared = post::broadcast(comm, HostValues::I64(words), root)?.wait(deadline)?;
     match shared {
         HostValues::I64(words) => Ok(decode_text(&words)),
         _ => Err(internal("a shared text of the wrong type").into()),
@@ -699,14 +708,14 @@ fn share_text(
 
 /// Every process's call description and identity, in process order (`MPI_Iallgather`).
 fn gather_calls(
-    resources: &Resources,
+    comm: Comm,
     call: &CallDescription,
     identity: &CallIdentity,
     deadline: Option<Instant>,
 ) -> Result<Vec<(CallDescription, CallIdentity)>, WaitError> {
-    let processes = resources.comm.processes;
+    let processes = comm.processes;
     let (_, gathered) = post::all_gather(
-        resources.comm,
+        comm,
         HostValues::I64(agreement::encode_call(call, identity).to_vec()),
         HostValues::I64(vec![0; agreement::CALL_FIELDS * processes]),
     )?
