@@ -53,7 +53,8 @@ test_binary() {
 engine=$(test_binary multiprocess)
 hierarchical=$(test_binary hierarchical)
 concurrent=$(test_binary concurrent)
-for exe in "$engine" "$hierarchical" "$concurrent"; do
+nodes=$(test_binary nodes)
+for exe in "$engine" "$hierarchical" "$concurrent" "$nodes"; do
   if [ -z "$exe" ] || [ ! -x "$exe" ]; then
     echo "cannot find the multi-process test binaries" >&2
     exit 1
@@ -68,6 +69,12 @@ for processes in 2 3; do
   step "2 and 3 communicators sharing one engine, concurrently, under mpirun -np $processes"
   mpirun_bounded -np "$processes" "$concurrent"
 done
+
+step "simulated nodes, each with its own device list (mpirun's MPMD form): 2 + 3 devices on 1 + 1 processes, 4 + 1 on 2 + 1"
+mpirun_bounded -np 1 -x RUCCL_TEST_NODE=0 -x RUCCL_TEST_NODE_DEVICES=0,1 "$nodes" : \
+  -np 1 -x RUCCL_TEST_NODE=1 -x RUCCL_TEST_NODE_DEVICES=0,1,2 "$nodes"
+mpirun_bounded -np 2 -x RUCCL_TEST_NODE=0 -x RUCCL_TEST_NODE_DEVICES=0,1,2,3 "$nodes" : \
+  -np 1 -x RUCCL_TEST_NODE=1 -x RUCCL_TEST_NODE_DEVICES=5 "$nodes"
 
 step "process death: one process aborts while every rank of the others waits in a hierarchical all-reduce; mpirun must end the job promptly"
 death_started=$SECONDS
