@@ -6,8 +6,9 @@
 # hierarchical communicator's (uneven local rank counts: 2 + 1, 1 + 2 + 1) — and communicators
 # sharing one engine concurrently (every result checked, never a wrong `Ok`), the process-death
 # checks (plain `mpirun` ends the job; under `--enable-recovery` every survivor gets one error
-# within its timeout + 1 s, on both engines), and smoke runs of both perf tools. Needs Open MPI and libclang
-# (mpi/README.md, "Install"). Exits non-zero on any failure; every mpirun runs under `timeout`,
+# within its timeout + 1 s, on both engines), smoke runs and the guards of both perf tools, and
+# the meeting's loom and shuttle models with their planted slips (run-models.sh). Needs Open MPI
+# and libclang (mpi/README.md, "Install"). Exits non-zero on any failure; every mpirun runs under `timeout`,
 # and every wait inside the tests has a deadline, so nothing hangs.
 #
 #   mpi/run-tests.sh                        everything
@@ -171,5 +172,8 @@ for tool in mpi-allreduce-perf hierarchical-perf; do
   fi
 done
 rm -f "$stderr_file"
+
+step "the meeting's models under loom and shuttle, and the three planted slips each caught (run-models.sh)"
+./run-models.sh
 
 step "mpi tests passed in $((SECONDS - started)) s"

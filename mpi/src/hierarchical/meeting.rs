@@ -99,6 +99,12 @@ impl<T: Send + 'static, X: Send + 'static> Meeting<T, X> {
         }
     }
 
+    /// The local ranks that meet.
+    #[cfg(all(test, any(ruccl_loom, ruccl_shuttle)))]
+    pub(crate) fn ranks(&self) -> usize {
+        self.ranks
+    }
+
     /// Deposit `rank`'s part of `generation` and take the rank's outcome. The last rank to
     /// arrive runs `run` on every deposit (in rank order), which returns one outcome per rank.
     /// Waiting for the others ends at `deadline` only while one of them is missing.
@@ -155,7 +161,10 @@ impl<T: Send + 'static, X: Send + 'static> Meeting<T, X> {
         round.outcomes = Some(outcomes);
         round.running = false;
         round.left = self.ranks;
-        self.changed.notify_all();
+        // Planted slip (models.rs): the waiters are never told of the publication.
+        if !slip("lost_wakeup") {
+            self.changed.notify_all();
+        }
         Ok(self.take(round, rank))
     }
 
@@ -168,7 +177,13 @@ impl<T: Send + 'static, X: Send + 'static> Meeting<T, X> {
             .and_then(Option::take)
             .unwrap_or_else(|| Err(internal("an outcome taken twice")));
         round.left = round.left.saturating_sub(1);
-        if round.left == 0 {
+        // Planted slip (models.rs): the meeting reopens before the last rank took its outcome.
+        let reopen = if slip("reopen_early") {
+            round.left <= 1
+        } else {
+            round.left == 0
+        };
+        if reopen {
             round.outcomes = None;
             round.arrived = 0;
             round.generation += 1;
@@ -202,7 +217,9 @@ impl<T: Send + 'static, X: Send + 'static> Meeting<T, X> {
             if ready(&round) {
                 return Ok(round);
             }
-            if round.running {
+            // Planted slip (models.rs): a waiter gives up on its deadline while the step runs.
+            let slip = slip("expire_while_running");
+            if round.running && !slip {
                 // The outcome is coming whatever the deadline: the runner's own waits are
                 // bounded by the generation's earliest deadline.
                 round = self.changed.wait(round);
@@ -210,11 +227,24 @@ impl<T: Send + 'static, X: Send + 'static> Meeting<T, X> {
             }
             let (woken, expired) = self.changed.wait_until(round, deadline);
             round = woken;
-            if expired && !round.broken && !ready(&round) && !round.running {
+            if expired && !round.broken && !ready(&round) && (slip || !round.running) {
                 return Err(round);
             }
         }
     }
+}
+
+/// Whether the models plant the slip `name` (`RUCCL_MPI_SLIP`, read by checker builds only;
+/// `models.rs` says which model catches which).
+#[cfg(any(ruccl_loom, ruccl_shuttle))]
+fn slip(name: &str) -> bool {
+    std::env::var("RUCCL_MPI_SLIP").is_ok_and(|planted| planted == name)
+}
+
+/// No slips outside the checkers.
+#[cfg(not(any(ruccl_loom, ruccl_shuttle)))]
+fn slip(_: &str) -> bool {
+    false
 }
 
 /// Runs the step, containing a panic as the core contains a device's: the message (when the

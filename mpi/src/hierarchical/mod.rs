@@ -9,6 +9,7 @@
 //! | `step.rs`     | the inter-process steps (exchange, closing), the routes, the requests |
 //! | `hook.rs`     | the local device, with the inter-process step hooked into `finish`   |
 //! | `meeting.rs`  | where local ranks meet to make the step after a local failure         |
+//! | `models.rs`   | loom/shuttle models of the meeting and the status agreement (checkers only) |
 //! | `layout.rs`   | the job's layout (local ranks per process) and its arithmetic        |
 //! | `staging.rs`  | [`StagingDevice`], [`LayoutBuffer`]: what a device and a buffer provide |
 //! | `error.rs`    | [`HierarchicalError`], [`ProcessCall`], the call's tag               |
@@ -39,6 +40,8 @@ mod error;
 mod hook;
 mod layout;
 mod meeting;
+#[cfg(all(test, any(ruccl_loom, ruccl_shuttle)))]
+mod models;
 mod staging;
 mod step;
 #[cfg(test)]
