@@ -96,6 +96,27 @@ pub trait InterProcess: Send + Sync {
         self.collective(collective, input, tag, deadline)
     }
 
+    /// Gives communicator number `communicator` (agreed by every process, non-zero) a channel of
+    /// its own on this engine, if the engine can, so that its calls never meet another
+    /// communicator's: concurrent communicators then all get their results, where on a shared
+    /// channel their calls may cross ([`InterProcessError::Crossed`]). A collective: every
+    /// process calls it, in the same order as its other calls on this engine, waiting until
+    /// `deadline`. The default opens nothing.
+    fn open_channel(
+        &self,
+        communicator: u64,
+        deadline: Option<Instant>,
+    ) -> Result<(), InterProcessError> {
+        let _ = (communicator, deadline);
+        Ok(())
+    }
+
+    /// Closes the channel [`open_channel`](Self::open_channel) gave `communicator`, if any: the
+    /// communicator is gone on this process (local; the default does nothing).
+    fn close_channel(&self, communicator: u64) {
+        let _ = communicator;
+    }
+
     /// [`agree`](Self::agree) as call `identity` (see [`collective_as`](Self::collective_as)).
     fn agree_as(
         &self,
@@ -191,6 +212,18 @@ impl<I: InterProcess + ?Sized> InterProcess for Arc<I> {
         deadline: Option<Instant>,
     ) -> Result<Self::Buffer, InterProcessError> {
         I::collective_as(self, identity, collective, input, tag, deadline)
+    }
+
+    fn open_channel(
+        &self,
+        communicator: u64,
+        deadline: Option<Instant>,
+    ) -> Result<(), InterProcessError> {
+        I::open_channel(self, communicator, deadline)
+    }
+
+    fn close_channel(&self, communicator: u64) {
+        I::close_channel(self, communicator)
     }
 
     fn agree_as(

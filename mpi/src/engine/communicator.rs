@@ -47,7 +47,7 @@ use mpi::topology::SimpleCommunicator;
 use ruccl_core::{Collective, ElementType, ReduceOperation};
 use ruccl_host::HostValues;
 use std::ffi::c_int;
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
 
 /// Words that carry a failure's text: its length, then [`LocalFailure::MAX_BYTES`] bytes.
@@ -81,6 +81,10 @@ pub struct MpiInterProcess {
     /// Held for a whole collective: calls on one communicator are serialised, so every process
     /// posts its MPI operations in its own call order.
     state: Mutex<State>,
+    /// The channels of the communicators that share this engine (`open_channel`): each a
+    /// duplicate of this communicator, so that they run concurrently without meeting each
+    /// other. Only on a `Waiting::Deadlines` engine (see `open_channel`).
+    channels: Mutex<Vec<(u64, Arc<MpiInterProcess>)>>,
     /// Keeps MPI initialised until the resources are freed (dropped after them).
     _runtime: MpiRuntime,
 }
@@ -196,6 +200,7 @@ impl MpiInterProcess {
                 spare: None,
                 packets: None,
             }),
+            channels: Mutex::new(Vec::new()),
             _runtime: runtime,
         };
         match communicator.agree_on_waiting(blocking, deadline) {
@@ -245,6 +250,18 @@ impl MpiInterProcess {
             }),
             _ => Err(internal("a waiting mode of the wrong type")),
         }
+    }
+
+    /// The channel opened for `communicator`, if any.
+    fn channel(&self, communicator: u64) -> Option<Arc<MpiInterProcess>> {
+        if communicator == 0 {
+            return None;
+        }
+        let channels = self.channels.lock().unwrap_or_else(PoisonError::into_inner);
+        channels
+            .iter()
+            .find(|(number, _)| *number == communicator)
+            .map(|(_, channel)| Arc::clone(channel))
     }
 
     /// How this communicator's collectives wait.
@@ -613,8 +630,24 @@ impl InterProcess for MpiInterProcess {
         self.agree_as(CallIdentity::default(), status, tag, deadline)
     }
 
+    fn open_channel(
+        &self,
+        communicator: u64,
+        deadline: Option<Instant>,
+    ) -> Result<(), InterProcessError> {
+        self.open(communicator, deadline)
+    }
+
+    /// Drops the channel (its `MPI_Comm_free`; a poisoned channel's handle is left alone).
+    fn close_channel(&self, communicator: u64) {
+        let mut channels = self.channels.lock().unwrap_or_else(PoisonError::into_inner);
+        channels.retain(|(number, _)| *number != communicator);
+    }
+
     /// The identity travels in the status words: calls whose identities differ are
     /// [`InterProcessError::Crossed`] on every process of the generation, before anything runs.
+    /// A call of a communicator with a channel of its own ([`open_channel`](Self::open_channel))
+    /// runs there.
     fn collective_as(
         &self,
         identity: CallIdentity,
@@ -623,6 +656,9 @@ impl InterProcess for MpiInterProcess {
         tag: u64,
         deadline: Option<Instant>,
     ) -> Result<HostValues, InterProcessError> {
+        if let Some(channel) = self.channel(identity.communicator) {
+            return channel.collective_as(identity, collective, input, tag, deadline);
+        }
         match collective {
             Collective::AllReduce(operation) => {
                 self.tagged_all_reduce(identity, input, operation, tag, deadline)
@@ -656,14 +692,55 @@ impl InterProcess for MpiInterProcess {
         tag: u64,
         deadline: Option<Instant>,
     ) -> Result<(), InterProcessError> {
+        if let Some(channel) = self.channel(identity.communicator) {
+            return channel.agree_as(identity, status, tag, deadline);
+        }
         let input = status.map(|()| HostValues::I64(Vec::new()));
         self.tagged_all_reduce(identity, input, ReduceOperation::Max, tag, deadline)
             .map(|_| ())
     }
 }
 
+impl MpiInterProcess {
+    /// [`InterProcess::open_channel`]: on a `Waiting::Deadlines` engine, a duplicate of this
+    /// communicator (`MPI_Comm_idup`, posted under this communicator's lock so that it is in
+    /// order with its collectives; waited for until `deadline`) for `communicator`'s calls. On
+    /// a `Waiting::Blocking` engine none: a blocking collective holds the process-wide MPI lock
+    /// while it waits, so two communicators blocking on different channels in different orders
+    /// on two processes would deadlock; there, communicators share this one and calls that
+    /// meet another's are `Crossed`.
+    fn open(&self, communicator: u64, deadline: Option<Instant>) -> Result<(), InterProcessError> {
+        if communicator == 0 || self.waiting() == Waiting::Blocking {
+            return Ok(());
+        }
+        let state = self.lock_state();
+        if let Some(error) = &state.poisoned {
+            return Err(error.clone());
+        }
+        let Some(resources) = &self.resources else {
+            return Err(internal("a communicator without MPI resources"));
+        };
+        let channel = MpiInterProcess::duplicating(
+            self._runtime.clone(),
+            resources.comm.raw,
+            Waiting::Deadlines,
+            deadline,
+        )?;
+        drop(state);
+        let mut channels = self.channels.lock().unwrap_or_else(PoisonError::into_inner);
+        channels.retain(|(number, _)| *number != communicator);
+        channels.push((communicator, Arc::new(channel)));
+        Ok(())
+    }
+}
+
 impl Drop for MpiInterProcess {
     fn drop(&mut self) {
+        // The channels are duplicates of this communicator: freed first.
+        self.channels
+            .get_mut()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clear();
         let poisoned = self.lock_state().poisoned.is_some();
         if let Some(Resources {
             comm,

@@ -241,6 +241,12 @@ where
             .ok_or_else(|| HierarchicalError::Setup {
                 reason: "the processes' local rank counts do not make a layout".to_owned(),
             })?;
+        // Every process got here with the same words, so every process opens the channel.
+        inter
+            .open_channel(communicator, deadline)
+            .map_err(|error| HierarchicalError::Setup {
+                reason: error.to_string(),
+            })?;
         let ranks = layout.local();
         let shared = Arc::new(Shared::new(
             device.clone(),
@@ -543,6 +549,18 @@ where
         let first = self.shared.poison(error);
         self.local.abort(first.to_string());
         first
+    }
+}
+
+/// Closes the communicator's channel on the engine (`InterProcess::close_channel`).
+impl<D, I> Drop for HierarchicalCommunicator<D, I>
+where
+    I: InterProcess + 'static,
+    D: StagingDevice<I::Buffer>,
+    I::Buffer: LayoutBuffer,
+{
+    fn drop(&mut self) {
+        self.shared.inter.close_channel(self.shared.communicator());
     }
 }
 

@@ -189,6 +189,11 @@ where
         }
     }
 
+    /// The communicator's number, agreed at creation.
+    pub(super) fn communicator(&self) -> u64 {
+        self.communicator
+    }
+
     /// The identity of `generation`'s next engine call: the steps of one generation count from 0.
     fn identity(&self, generation: u64) -> CallIdentity {
         let mut steps = self.steps.lock().unwrap_or_else(PoisonError::into_inner);
