@@ -37,6 +37,12 @@
 //!   slot also carries an all-reduce of up to 64 bytes when nobody waits with a deadline.
 //! - **Threads.** MPI is initialised at `MPI_THREAD_SERIALIZED`; any thread may call, and a
 //!   process-wide lock ([`lock_mpi`]) serialises the MPI calls one at a time.
+//! - **Sharing.** Every call carries its communicator's [`CallIdentity`]; hierarchical
+//!   communicators sharing one engine get channels of their own on a `Deadlines` engine, and
+//!   calls of different communicators that meet are [`InterProcessError::Crossed`], never a
+//!   wrong result (`mpi/README.md`, "Communicators sharing an engine").
+//! - **Launchers.** [`node_local_rank`] and [`local_devices`] give a process its devices on its
+//!   machine, under `mpirun` with a hostfile or Slurm's `srun` (`mpi/README.md`).
 //!
 //! When a process dies, Open MPI 4.1 (no ULFM fault tolerance) does not report it to the
 //! others: plain `mpirun` notices the exit and kills every other process of the job within
