@@ -3,9 +3,12 @@
 # checking that neither ruccl-sim nor ruccl-perf is among the normal dependencies), the unit
 # tests, the multi-process scenarios under `mpirun -np 2` and `-np 3` — the inter-process
 # engine's (every scenario on a non-blocking and on a blocking communicator) and the
-# hierarchical communicator's (uneven local rank counts: 2 + 1, 1 + 2 + 1) —, the process-death
-# check, and smoke runs of both perf tools. Needs Open MPI and libclang
-# (mpi/README.md, "Install"). Exits non-zero on any failure; every mpirun runs under `timeout`,
+# hierarchical communicator's (uneven local rank counts: 2 + 1, 1 + 2 + 1) — and communicators
+# sharing one engine concurrently (every result checked, never a wrong `Ok`), the process-death
+# checks (plain `mpirun` ends the job; under `--enable-recovery` every survivor gets one error
+# within its timeout + 1 s, on both engines), smoke runs and the guards of both perf tools, and
+# the meeting's loom and shuttle models with their planted slips (run-models.sh). Needs Open MPI
+# and libclang (mpi/README.md, "Install"). Exits non-zero on any failure; every mpirun runs under `timeout`,
 # and every wait inside the tests has a deadline, so nothing hangs.
 #
 #   mpi/run-tests.sh                        everything
@@ -50,7 +53,9 @@ test_binary() {
 }
 engine=$(test_binary multiprocess)
 hierarchical=$(test_binary hierarchical)
-for exe in "$engine" "$hierarchical"; do
+concurrent=$(test_binary concurrent)
+nodes=$(test_binary nodes)
+for exe in "$engine" "$hierarchical" "$concurrent" "$nodes"; do
   if [ -z "$exe" ] || [ ! -x "$exe" ]; then
     echo "cannot find the multi-process test binaries" >&2
     exit 1
@@ -62,7 +67,15 @@ for processes in 2 3; do
   mpirun_bounded -np "$processes" "$engine"
   step "hierarchical scenarios under mpirun -np $processes"
   mpirun_bounded -np "$processes" "$hierarchical"
+  step "2 and 3 communicators sharing one engine, concurrently, under mpirun -np $processes"
+  mpirun_bounded -np "$processes" "$concurrent"
 done
+
+step "simulated nodes, each with its own device list (mpirun's MPMD form): 2 + 3 devices on 1 + 1 processes, 4 + 1 on 2 + 1"
+mpirun_bounded -np 1 -x RUCCL_TEST_NODE=0 -x RUCCL_TEST_NODE_DEVICES=0,1 "$nodes" : \
+  -np 1 -x RUCCL_TEST_NODE=1 -x RUCCL_TEST_NODE_DEVICES=0,1,2 "$nodes"
+mpirun_bounded -np 2 -x RUCCL_TEST_NODE=0 -x RUCCL_TEST_NODE_DEVICES=0,1,2,3 "$nodes" : \
+  -np 1 -x RUCCL_TEST_NODE=1 -x RUCCL_TEST_NODE_DEVICES=5 "$nodes"
 
 step "process death: one process aborts while every rank of the others waits in a hierarchical all-reduce; mpirun must end the job promptly"
 death_started=$SECONDS
@@ -92,11 +105,75 @@ if [ "$waited" -ge 30 ]; then
   exit 1
 fi
 
+# Under --enable-recovery mpirun keeps the survivors alive (Open MPI 4.1 has no ULFM: nothing
+# tells them of the death) and exits 0 whatever the processes return, so each process's exit
+# status is echoed by a wrapper.
+for engine in "" --blocking; do
+  step "process death under mpirun --enable-recovery ${engine:-(deadlines engine)}: every survivor returns the same error within timeout + 1 s and exits non-zero"
+  set +e
+  output=$(timeout -k 10 60 mpirun "${mpirun_flags[@]}" --enable-recovery -np 3 \
+    sh -c '"$0" "$@"; echo "EXIT $?"' "$hierarchical" --die --timeout 2 $engine 2>&1)
+  set -e
+  survivors=$(grep "SURVIVOR RETURNED" <<<"$output" || true)
+  echo "$survivors"
+  texts=$(sed 's/.*: \[/[/' <<<"$survivors" | sort -u | wc -l)
+  slow=$(sed -n 's/.* after \([0-9.]*\) s:.*/\1/p' <<<"$survivors" | awk '$1 >= 3' | wc -l)
+  failed_exits=$(grep -c "^EXIT [1-9]" <<<"$output" || true)
+  if [ "$(grep -c . <<<"$survivors")" != 2 ] || [ "$texts" != 1 ] || [ "$slow" != 0 ] ||
+    grep -q "Ok(())" <<<"$survivors" || [ "$failed_exits" -lt 2 ]; then
+    echo "$output" >&2
+    echo "expected both survivors to return one error within 3 s and exit non-zero" >&2
+    exit 1
+  fi
+done
+
 step "perf tools smoke runs (every engine, 4 B .. 1 MiB, results checked)"
 cargo build --features sim --bin mpi-allreduce-perf --bin hierarchical-perf
 mpirun_bounded -np 2 target/debug/mpi-allreduce-perf -b 4 -e 1M -f 16 -n 3 -w 1 \
   -E mpi,mpi-nb,ruccl-b,ruccl,ruccl-dl >/dev/null
 mpirun_bounded -np 4 target/debug/hierarchical-perf -l 2 -b 4 -e 1M -f 16 -n 3 -w 1 \
   -E mpi,hier,hier-dl,local,mpi-h >/dev/null
+
+step "perf tools' front end: --help 0, bad options 2, memory beyond the machine 2, a full disk 1, a closed pipe 0"
+expect_exit() {
+  local want=$1
+  shift
+  set +e
+  "$@" >/dev/null 2>&1
+  local got=$?
+  set -e
+  if [ "$got" != "$want" ]; then
+    echo "expected exit $want, got $got: $*" >&2
+    exit 1
+  fi
+}
+stderr_file=$(mktemp)
+for tool in mpi-allreduce-perf hierarchical-perf; do
+  exe=target/debug/$tool
+  one=(-E mpi)
+  if [ "$tool" = hierarchical-perf ]; then
+    one+=(-l 1)
+  fi
+  expect_exit 0 "$exe" --help
+  expect_exit 2 "$exe" -b 1M -e 8
+  expect_exit 2 "$exe" -c abc
+  expect_exit 2 "$exe" -x 1
+  expect_exit 2 mpirun_bounded -np 2 "$exe" -b 16G -e 16G
+  # Without mpirun (one process), so that the tool itself writes to the file and the pipe.
+  expect_exit 1 sh -c '"$0" "$@" >/dev/full' "$exe" -b 4 -e 64K -n 2 -w 1 "${one[@]}"
+  set +e
+  "$exe" -b 4 -e 1M -n 2 -w 1 "${one[@]}" 2>"$stderr_file" | head -n 1 >/dev/null
+  code=${PIPESTATUS[0]}
+  set -e
+  if [ "$code" != 0 ] || [ -s "$stderr_file" ]; then
+    cat "$stderr_file" >&2
+    echo "$tool: expected a quiet exit 0 on a closed pipe, got $code" >&2
+    exit 1
+  fi
+done
+rm -f "$stderr_file"
+
+step "the meeting's models under loom and shuttle, and the three planted slips each caught (run-models.sh)"
+./run-models.sh
 
 step "mpi tests passed in $((SECONDS - started)) s"

@@ -7,7 +7,7 @@
 //! |-----------------------|---------------------------------------------------------------|
 //! | [`FAILED`]            | `P - p` if process `p` failed locally, else `0`               |
 //! | [`TIMED`]             | `1` if the process waits with a deadline, else `0`            |
-//! | [`DESCRIPTION`] `+ i` | field `i` of the call's description `d` (see [`encode`])       |
+//! | [`DESCRIPTION`] `+ i` | field `i` of the call `d`: its description (see [`encode`]), then its identity |
 //! | [`NEGATED`] `+ i`     | `-d[i]`                                                       |
 //!
 //! After an all-reduce with `MAX`, `FAILED` is `P - p_min` for the lowest failing process (or
@@ -15,12 +15,21 @@
 //! `-min d` per field: the calls agree exactly when `max d == min d` for every field. Every
 //! process computes the same verdict from the same reduced words, so they all take the same
 //! branch.
+//!
+//! The identity fields ([`CallIdentity`]: communicator, its generation, the step) are checked
+//! first: calls of different communicators that met in one generation are
+//! [`Verdict::Crossed`] whatever else they carry — even a failure, whose text belongs to another
+//! communicator's call.
 
-use crate::error::{CallDescription, CollectiveKind};
+use crate::error::{CallDescription, CallIdentity, CollectiveKind};
 use ruccl_core::{ElementType, ReduceOperation};
 
 /// Words describing one call.
 pub(crate) const FIELDS: usize = 4;
+/// Words of a call's identity.
+pub(crate) const IDENTITY_FIELDS: usize = 3;
+/// Words of a call on the wire: its description, then its identity.
+pub(crate) const CALL_FIELDS: usize = FIELDS + IDENTITY_FIELDS;
 
 /// Index of the failure word.
 pub(crate) const FAILED: usize = 0;
@@ -29,16 +38,19 @@ pub(crate) const TIMED: usize = 1;
 /// Index of the description's first field.
 pub(crate) const DESCRIPTION: usize = 2;
 /// Index of the negated description's first field.
-pub(crate) const NEGATED: usize = DESCRIPTION + FIELDS;
+pub(crate) const NEGATED: usize = DESCRIPTION + CALL_FIELDS;
 
 /// Words of one status contribution.
-pub(crate) const STATUS_WORDS: usize = NEGATED + FIELDS;
+pub(crate) const STATUS_WORDS: usize = NEGATED + CALL_FIELDS;
 
 /// What every process does after the status reduction.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Verdict {
     /// Nobody failed and every call agrees: run the collective.
     Proceed,
+    /// Calls of different communicators (or different calls of one) met: everyone gathers every
+    /// call, and nothing runs.
+    Crossed,
     /// `process` is the lowest that failed locally: everyone receives its text.
     Failed {
         /// The lowest failing process.
@@ -89,6 +101,29 @@ const _: () = assert!(ElementType::ALL.len() < 1 << ELEMENT_BITS);
 /// Roots (plus one) above this share a code: no job has that many processes.
 const ROOT_LIMIT: i64 = (1 << (63 - CODE_BITS)) - 1;
 
+/// `call` and its `identity` as the [`CALL_FIELDS`] words that travel.
+pub(crate) fn encode_call(call: &CallDescription, identity: &CallIdentity) -> [i64; CALL_FIELDS] {
+    let mut words = [0; CALL_FIELDS];
+    words[..FIELDS].copy_from_slice(&encode(call));
+    words[FIELDS] = saturate(identity.communicator);
+    words[FIELDS + 1] = saturate(identity.generation);
+    words[FIELDS + 2] = saturate(identity.step);
+    words
+}
+
+/// The inverse of [`encode_call`].
+pub(crate) fn decode_call(words: &[i64]) -> Option<(CallDescription, CallIdentity)> {
+    let [communicator, generation, step] = *words.get(FIELDS..CALL_FIELDS)? else {
+        return None;
+    };
+    let identity = CallIdentity {
+        communicator: u64::try_from(communicator).ok()?,
+        generation: u64::try_from(generation).ok()?,
+        step: u64::try_from(step).ok()?,
+    };
+    Some((decode(words.get(..FIELDS)?)?, identity))
+}
+
 /// The call [`encode`] described, or `None` for words no process of this version writes.
 pub(crate) fn decode(words: &[i64]) -> Option<CallDescription> {
     let [generation, code, len, tag] = *words else {
@@ -122,13 +157,14 @@ pub(crate) fn contribution(
     failed: bool,
     timed: bool,
     call: &CallDescription,
+    identity: &CallIdentity,
 ) -> [i64; STATUS_WORDS] {
     let mut words = [0; STATUS_WORDS];
     if failed {
         words[FAILED] = saturate(processes.saturating_sub(process) as u64);
     }
     words[TIMED] = i64::from(timed);
-    let fields = encode(call);
+    let fields = encode_call(call, identity);
     for (index, field) in fields.iter().enumerate() {
         words[DESCRIPTION + index] = *field;
         words[NEGATED + index] = -*field;
@@ -138,6 +174,11 @@ pub(crate) fn contribution(
 
 /// The verdict from the `MAX`-reduced contributions of `processes` processes.
 pub(crate) fn verdict(reduced: &[i64; STATUS_WORDS], processes: usize) -> Verdict {
+    let identities_agree = (FIELDS..CALL_FIELDS)
+        .all(|field| reduced[DESCRIPTION + field] == -reduced[NEGATED + field]);
+    if !identities_agree {
+        return Verdict::Crossed;
+    }
     if reduced[FAILED] > 0 {
         let from_top = usize::try_from(reduced[FAILED]).unwrap_or(usize::MAX);
         return Verdict::Failed {
@@ -162,7 +203,7 @@ pub(crate) fn agreed_call(reduced: &[i64]) -> Option<CallDescription> {
     if *reduced.get(FAILED)? != 0 {
         return None;
     }
-    decode(agreed_fields(reduced)?)
+    decode_call(agreed_fields(reduced)?).map(|(call, _)| call)
 }
 
 /// The description fields, if every contributor's agree.
@@ -183,6 +224,12 @@ fn saturate(value: u64) -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    const ANY: CallIdentity = CallIdentity {
+        communicator: 3,
+        generation: 9,
+        step: 1,
+    };
 
     fn all_reduce(generation: u64, len: usize) -> CallDescription {
         CallDescription {
@@ -237,7 +284,7 @@ mod tests {
     fn agreeing_calls_proceed() {
         let call = all_reduce(5, 16);
         let words: Vec<_> = (0..3)
-            .map(|p| contribution(p, 3, false, false, &call))
+            .map(|p| contribution(p, 3, false, false, &call, &ANY))
             .collect();
         assert_eq!(verdict(&reduce_max(&words), 3), Verdict::Proceed);
     }
@@ -246,10 +293,10 @@ mod tests {
     fn the_lowest_failing_process_wins() {
         let call = all_reduce(0, 16);
         let words = [
-            contribution(0, 4, false, true, &call),
-            contribution(1, 4, false, false, &call),
-            contribution(2, 4, true, false, &call),
-            contribution(3, 4, true, true, &call),
+            contribution(0, 4, false, true, &call, &ANY),
+            contribution(1, 4, false, false, &call, &ANY),
+            contribution(2, 4, true, false, &call, &ANY),
+            contribution(3, 4, true, true, &call, &ANY),
         ];
         assert_eq!(
             verdict(&reduce_max(&words), 4),
@@ -260,8 +307,8 @@ mod tests {
     #[test]
     fn a_failure_wins_over_a_mismatch() {
         let words = [
-            contribution(0, 2, false, false, &all_reduce(0, 16)),
-            contribution(1, 2, true, false, &all_reduce(0, 8)),
+            contribution(0, 2, false, false, &all_reduce(0, 16), &ANY),
+            contribution(1, 2, true, false, &all_reduce(0, 8), &ANY),
         ];
         assert_eq!(
             verdict(&reduce_max(&words), 2),
@@ -298,9 +345,9 @@ mod tests {
         ];
         for other in variants {
             let words = [
-                contribution(0, 3, false, false, &base),
-                contribution(1, 3, false, false, &other),
-                contribution(2, 3, false, false, &base),
+                contribution(0, 3, false, false, &base, &ANY),
+                contribution(1, 3, false, false, &other, &ANY),
+                contribution(2, 3, false, false, &base, &ANY),
             ];
             assert_eq!(
                 verdict(&reduce_max(&words), 3),
@@ -314,15 +361,47 @@ mod tests {
     fn one_deadline_anywhere_is_seen_everywhere() {
         let call = all_reduce(1, 4);
         let words = [
-            contribution(0, 3, false, false, &call),
-            contribution(1, 3, false, true, &call),
-            contribution(2, 3, false, false, &call),
+            contribution(0, 3, false, false, &call, &ANY),
+            contribution(1, 3, false, true, &call, &ANY),
+            contribution(2, 3, false, false, &call, &ANY),
         ];
         let reduced = reduce_max(&words);
         assert!(any_deadline(&reduced));
         assert_eq!(agreed_call(&reduced), Some(call));
-        let words = [contribution(0, 2, false, false, &call); 2];
+        let words = [contribution(0, 2, false, false, &call, &ANY); 2];
         assert!(!any_deadline(&reduce_max(&words)));
+    }
+
+    #[test]
+    fn calls_of_different_communicators_are_crossed_even_when_one_failed() {
+        let call = all_reduce(4, 16);
+        let others = [
+            CallIdentity {
+                communicator: 4,
+                ..ANY
+            },
+            CallIdentity {
+                generation: 10,
+                ..ANY
+            },
+            CallIdentity { step: 0, ..ANY },
+        ];
+        for other in others {
+            for failed in [false, true] {
+                let words = [
+                    contribution(0, 2, false, false, &call, &ANY),
+                    contribution(1, 2, failed, false, &call, &other),
+                ];
+                assert_eq!(verdict(&reduce_max(&words), 2), Verdict::Crossed, "{other}");
+                assert_eq!(agreed_call(&reduce_max(&words)), None);
+            }
+        }
+    }
+
+    #[test]
+    fn a_call_and_its_identity_survive_the_words() {
+        let call = all_reduce(7, 3);
+        assert_eq!(decode_call(&encode_call(&call, &ANY)), Some((call, ANY)));
     }
 
     #[test]

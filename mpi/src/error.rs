@@ -86,6 +86,32 @@ impl fmt::Display for CallDescription {
     }
 }
 
+/// Which call of which communicator an inter-process call is: travels with the status of every
+/// generation, so that calls of different communicators sharing one engine — or different
+/// calls of one communicator, posted in different orders on different processes — never pair
+/// up as one collective. A hierarchical communicator agrees on its `communicator` number at
+/// creation; a direct caller of an engine passes none (all zeros) and must then keep its calls in
+/// the same order on every process itself.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct CallIdentity {
+    /// The communicator's number, the same on every process (0: none given).
+    pub communicator: u64,
+    /// The communicator's generation (its collectives before this one).
+    pub generation: u64,
+    /// The engine call within that generation (0, 1, …).
+    pub step: u64,
+}
+
+impl fmt::Display for CallIdentity {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "communicator {} collective #{} step {}",
+            self.communicator, self.generation, self.step
+        )
+    }
+}
+
 /// A failure a process met on its own before or while entering a collective (a device error, a
 /// panic, a local mismatch, an invalid argument): the text every process will receive.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -138,6 +164,16 @@ pub enum InterProcessError {
     Mismatch {
         /// Each process's call, in process order.
         calls: Vec<CallDescription>,
+    },
+    /// Calls of different communicators that share the engine (or different calls of one
+    /// communicator) met in one generation: the processes posted them in different orders, from
+    /// concurrent threads. Nothing ran; every call that met another's fails with this variant
+    /// (the processes of one such meeting with the same text). The communicator stays usable:
+    /// the next generation of each communicator pairs up again.
+    #[error("calls of different communicators met: {}", list_crossed(.calls))]
+    Crossed {
+        /// Each process's call, in process order.
+        calls: Vec<CallIdentity>,
     },
     /// The caller's deadline passed before every process finished this generation. Sticky: the
     /// communicator is poisoned (a pending MPI collective cannot be cancelled) and every later
@@ -201,6 +237,15 @@ impl InterProcessError {
                 | InterProcessError::Internal { .. }
         )
     }
+}
+
+fn list_crossed(calls: &[CallIdentity]) -> String {
+    let calls: Vec<String> = calls
+        .iter()
+        .enumerate()
+        .map(|(process, call)| format!("process {process}: {call}"))
+        .collect();
+    calls.join(", ")
 }
 
 fn list_calls(calls: &[CallDescription]) -> String {

@@ -2,7 +2,7 @@
 //! local phases, implemented on MPI by [`MpiInterProcess`](crate::MpiInterProcess) and open to a
 //! GPU engine (NCCL) later.
 
-use crate::error::{InterProcessError, LocalFailure};
+use crate::error::{CallIdentity, InterProcessError, LocalFailure};
 use ruccl_core::{Collective, ReduceOperation};
 use std::sync::Arc;
 use std::time::Instant;
@@ -33,9 +33,9 @@ use std::time::Instant;
 /// return that error at once. A process whose peer timed out fails too, at its own deadline,
 /// with the same text — except that a process that had already finished the generation before a
 /// peer gave up keeps its `Ok` (a deadline cannot be agreed by any finite exchange). A timeout
-/// therefore means: stop using the communicator, and usually end the job. An implementation may
-/// refuse deadlines altogether (`MpiInterProcess` made with `Waiting::Blocking`): a call that
-/// passes one is then a local failure, shared like any other.
+/// therefore means: stop using the communicator, and usually end the job. Every engine honours
+/// deadlines (`MpiInterProcess` made with `Waiting::Blocking` too: its status is non-blocking, and
+/// a generation where any process passes a deadline runs non-blocking).
 ///
 /// ## Threads
 ///
@@ -77,6 +77,57 @@ pub trait InterProcess: Send + Sync {
         tag: u64,
         deadline: Option<Instant>,
     ) -> Result<(), InterProcessError>;
+
+    /// [`collective`](Self::collective) as call `identity` of a communicator sharing this engine:
+    /// calls whose identities differ across processes never run as one collective — every
+    /// process of that generation returns [`InterProcessError::Crossed`] — so any number of
+    /// communicators may share an engine, from any threads, and get correct results or a typed
+    /// error. The default ignores the identity: an engine that keeps it so is safe to share
+    /// only among callers that keep one call order on every process.
+    fn collective_as(
+        &self,
+        identity: CallIdentity,
+        collective: Collective,
+        input: Result<Self::Buffer, LocalFailure>,
+        tag: u64,
+        deadline: Option<Instant>,
+    ) -> Result<Self::Buffer, InterProcessError> {
+        let _ = identity;
+        self.collective(collective, input, tag, deadline)
+    }
+
+    /// Gives communicator number `communicator` (agreed by every process, non-zero) a channel of
+    /// its own on this engine, if the engine can, so that its calls never meet another
+    /// communicator's: concurrent communicators then all get their results, where on a shared
+    /// channel their calls may cross ([`InterProcessError::Crossed`]). A collective: every
+    /// process calls it, in the same order as its other calls on this engine, waiting until
+    /// `deadline`. The default opens nothing.
+    fn open_channel(
+        &self,
+        communicator: u64,
+        deadline: Option<Instant>,
+    ) -> Result<(), InterProcessError> {
+        let _ = (communicator, deadline);
+        Ok(())
+    }
+
+    /// Closes the channel [`open_channel`](Self::open_channel) gave `communicator`, if any: the
+    /// communicator is gone on this process (local; the default does nothing).
+    fn close_channel(&self, communicator: u64) {
+        let _ = communicator;
+    }
+
+    /// [`agree`](Self::agree) as call `identity` (see [`collective_as`](Self::collective_as)).
+    fn agree_as(
+        &self,
+        identity: CallIdentity,
+        status: Result<(), LocalFailure>,
+        tag: u64,
+        deadline: Option<Instant>,
+    ) -> Result<(), InterProcessError> {
+        let _ = identity;
+        self.agree(status, tag, deadline)
+    }
 
     /// The element-wise reduction of every process's `input` under `operation`, on every process
     /// (`Mean` divides the sum by [`processes`](Self::processes)).
@@ -120,8 +171,8 @@ pub trait InterProcess: Send + Sync {
     }
 }
 
-/// A shared engine is an engine: several communicators (one after another, or a hierarchical
-/// communicator and the application) may use one.
+/// A shared engine is an engine: several communicators (hierarchical communicators, each with its
+/// own agreed identity, concurrently from any threads; or the application) may use one.
 impl<I: InterProcess + ?Sized> InterProcess for Arc<I> {
     type Buffer = I::Buffer;
 
@@ -150,5 +201,38 @@ impl<I: InterProcess + ?Sized> InterProcess for Arc<I> {
         deadline: Option<Instant>,
     ) -> Result<(), InterProcessError> {
         I::agree(self, status, tag, deadline)
+    }
+
+    fn collective_as(
+        &self,
+        identity: CallIdentity,
+        collective: Collective,
+        input: Result<Self::Buffer, LocalFailure>,
+        tag: u64,
+        deadline: Option<Instant>,
+    ) -> Result<Self::Buffer, InterProcessError> {
+        I::collective_as(self, identity, collective, input, tag, deadline)
+    }
+
+    fn open_channel(
+        &self,
+        communicator: u64,
+        deadline: Option<Instant>,
+    ) -> Result<(), InterProcessError> {
+        I::open_channel(self, communicator, deadline)
+    }
+
+    fn close_channel(&self, communicator: u64) {
+        I::close_channel(self, communicator)
+    }
+
+    fn agree_as(
+        &self,
+        identity: CallIdentity,
+        status: Result<(), LocalFailure>,
+        tag: u64,
+        deadline: Option<Instant>,
+    ) -> Result<(), InterProcessError> {
+        I::agree_as(self, identity, status, tag, deadline)
     }
 }

@@ -1,6 +1,11 @@
-//! The nccl-tests-style report the two perf binaries (`mpi-allreduce-perf`,
-//! `hierarchical-perf`) print: their size arguments, one table per engine, and a summary of the
-//! engines side by side. Tools only; nothing in the communicator uses it.
+//! The front end the two perf binaries (`mpi-allreduce-perf`, `hierarchical-perf`) share, on the
+//! conventions of the main perf tool (`ruccl-perf`, which cannot depend on MPI): one argument
+//! parser ([`parse_command`]: the sweep's flags checked once — `-b` above `-e`, `-c` other than
+//! 0 or 1, `-f` below 2 are usage errors —, `--help` on stdout), exit statuses [`EXIT_OK`] /
+//! [`EXIT_FAILED`] / [`EXIT_USAGE`], a memory check before allocating ([`check_memory`]), and
+//! output that stops quietly on a closed pipe and fails on any other write error ([`write_out`]);
+//! then the nccl-tests-style report: one table per engine, and a summary of the engines side by
+//! side. Tools only; nothing in the communicator uses it.
 
 /// One engine's figures at one size of an f32 sum all-reduce.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -62,8 +67,17 @@ impl Sweep {
     pub fn set(&mut self, flag: &str, value: &str) -> Option<Result<(), String>> {
         let field = match flag {
             "-c" => {
-                self.check = value != "0";
-                return Some(Ok(()));
+                return Some(match value {
+                    "0" => {
+                        self.check = false;
+                        Ok(())
+                    }
+                    "1" => {
+                        self.check = true;
+                        Ok(())
+                    }
+                    _ => Err(format!("bad value `{value}` for -c: 0 or 1")),
+                });
             }
             "-b" => &mut self.min_bytes,
             "-e" => &mut self.max_bytes,
@@ -79,6 +93,24 @@ impl Sweep {
             }
             None => Err(format!("bad size `{value}` for {flag}")),
         })
+    }
+
+    /// Whether the settings make a run: `-f` at least 2, `-n` at least 1, `-b` not above `-e`.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.factor < 2 {
+            return Err(format!("-f {} must be at least 2", self.factor));
+        }
+        if self.iterations == 0 {
+            return Err("-n must be at least 1".to_owned());
+        }
+        if self.min_bytes.max(4) > self.max_bytes {
+            return Err(format!(
+                "the smallest size ({} B, -b) exceeds the largest ({} B, -e): nothing to measure",
+                self.min_bytes.max(4),
+                self.max_bytes
+            ));
+        }
+        Ok(())
     }
 
     /// The sizes, nccl-tests' way: `min_bytes` (at least one f32), then times `factor` while
@@ -110,6 +142,158 @@ impl Sweep {
     }
 }
 
+/// Exit status of a run whose results are all right (and of `--help`, and of a run whose output
+/// was closed by its reader: `tool | head`).
+pub const EXIT_OK: u8 = 0;
+/// Exit status of a run that failed: a generation that returned an error on any process, a
+/// wrong result, an output that could not be written.
+pub const EXIT_FAILED: u8 = 1;
+/// Exit status of options that make no run: a bad flag or value, or sizes this machine's memory
+/// cannot hold.
+pub const EXIT_USAGE: u8 = 2;
+
+/// What a perf tool's command line asks for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Command {
+    /// `-h` / `--help`: print the usage on stdout, exit [`EXIT_OK`].
+    Help,
+    /// A run: the sweep (validated), and the tool's own flags with their values, in order.
+    Run {
+        /// The sweep settings.
+        sweep: Sweep,
+        /// `(flag, value)` for each of the tool's own flags given.
+        flags: Vec<(String, String)>,
+    },
+}
+
+/// The one argument parser of both tools: every flag takes a value; the sweep's flags (`-b -e -f
+/// -n -w -c`) are applied and checked ([`Sweep::set`], [`Sweep::validate`]), the flags in
+/// `tool_flags` are handed back for the tool to read, anything else is an error (exit
+/// [`EXIT_USAGE`]).
+pub fn parse_command(arguments: &[String], tool_flags: &[&str]) -> Result<Command, String> {
+    let mut sweep = Sweep::default();
+    let mut flags = Vec::new();
+    let mut rest = arguments.iter();
+    while let Some(flag) = rest.next() {
+        if flag == "-h" || flag == "--help" {
+            return Ok(Command::Help);
+        }
+        let value = rest.next().ok_or_else(|| format!("{flag} needs a value"))?;
+        if let Some(set) = sweep.set(flag, value) {
+            set?;
+        } else if tool_flags.contains(&flag.as_str()) {
+            flags.push((flag.clone(), value.clone()));
+        } else {
+            return Err(format!("unknown flag `{flag}`"));
+        }
+    }
+    sweep.validate()?;
+    Ok(Command::Run { sweep, flags })
+}
+
+/// `MemAvailable` of `/proc/meminfo`, in bytes (`None` where there is none).
+pub fn mem_available() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    parse_mem_available(&text)
+}
+
+/// `MemAvailable` of a `/proc/meminfo` text, in bytes.
+pub fn parse_mem_available(text: &str) -> Option<u64> {
+    let line = text
+        .lines()
+        .find(|line| line.starts_with("MemAvailable:"))?;
+    let mut fields = line.split_whitespace().skip(1);
+    let value: u64 = fields.next()?.parse().ok()?;
+    let unit = match fields.next() {
+        Some("kB") | Some("KB") => 1024,
+        None => 1,
+        Some(_) => return None,
+    };
+    value.checked_mul(unit)
+}
+
+/// Refuses a run whose estimated peak, `needed` bytes on this machine, exceeds `available`
+/// (`None`: unknown, nothing refused). `what` says what needs it, for the message.
+pub fn check_memory(needed: u64, available: Option<u64>, what: &str) -> Result<(), String> {
+    match available {
+        Some(available) if needed > available => Err(format!(
+            "{what} needs about {} of memory, this machine has {} available \
+             (MemAvailable in /proc/meminfo): lower -e",
+            human(needed),
+            human(available)
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// [`check_memory`] for a job: every process needs `per_process` bytes at the largest size, and
+/// the processes sharing a node ([`node_local_rank`](crate::node_local_rank)) share its
+/// `MemAvailable`. Agreed over `MPI_COMM_WORLD` (call it on every process, before allocating):
+/// if any node is short, every process gets an error — the text on the first process of that
+/// node, `None` elsewhere.
+pub fn check_job_memory(per_process: u64, what: &str) -> Result<(), Option<String>> {
+    use mpi::collective::SystemOperation;
+    use mpi::traits::CommunicatorCollectives;
+    let node = crate::node_local_rank().map_err(|error| Some(error.to_string()))?;
+    let needed = per_process.saturating_mul(node.ranks as u64);
+    let mine = check_memory(needed, mem_available(), what);
+    let refused_here = u32::from(mine.is_err());
+    let mut refused = 0u32;
+    {
+        let _mpi = crate::lock_mpi();
+        mpi::topology::SimpleCommunicator::world().all_reduce_into(
+            &refused_here,
+            &mut refused,
+            SystemOperation::max(),
+        );
+    }
+    match (mine, refused) {
+        (Err(message), _) => Err((node.rank == 0).then_some(message)),
+        (Ok(()), 0) => Ok(()),
+        (Ok(()), _) => Err(None),
+    }
+}
+
+/// Bytes as people read them: `512 B`, `1.5 KiB`, `16.0 GiB`.
+pub fn human(bytes: u64) -> String {
+    const UNITS: [&str; 6] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
+    let mut value = bytes as f64;
+    let mut unit = 0;
+    while value >= 1024.0 && unit + 1 < UNITS.len() {
+        value /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 {
+        format!("{bytes} B")
+    } else {
+        format!("{value:.1} {}", UNITS[unit])
+    }
+}
+
+/// How writing the results ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Written {
+    /// Everything was written and flushed.
+    Done,
+    /// The reader closed the pipe (`tool | head`): the rest is dropped, quietly.
+    Closed,
+}
+
+/// Writes `text` to `out` and flushes: a closed pipe is [`Written::Closed`], any other failure
+/// (a full disk: `tool > /dev/full`) an error for the tool to report (exit [`EXIT_FAILED`]).
+pub fn write_to(out: &mut dyn std::io::Write, text: &str) -> std::io::Result<Written> {
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Ok(()) => Ok(Written::Done),
+        Err(error) if error.kind() == std::io::ErrorKind::BrokenPipe => Ok(Written::Closed),
+        Err(error) => Err(error),
+    }
+}
+
+/// [`write_to`] standard output.
+pub fn write_out(text: &str) -> std::io::Result<Written> {
+    write_to(&mut std::io::stdout().lock(), text)
+}
+
 /// Measure every size of `sizes` with `measure`, which returns one [`Row`] per engine (in
 /// `engines` order), and gather one table per engine. Stops at the first size that fails, with
 /// the error `measure` gave.
@@ -138,20 +322,24 @@ pub fn library_version() -> String {
         .to_owned()
 }
 
-/// Prints one engine's table: `heading` (each line after `# `), the column heads, a row per
-/// size with the all-reduce bus bandwidth of `world` ranks, and nccl-tests' two closing lines.
-pub fn print_table(heading: &[String], world: usize, rows: &[Row]) {
+/// One engine's table: `heading` (each line after `# `), the column heads, a row per size with
+/// the all-reduce bus bandwidth of `world` ranks, and nccl-tests' two closing lines.
+pub fn format_table(heading: &[String], world: usize, rows: &[Row]) -> String {
+    use std::fmt::Write;
+    let mut out = String::new();
     let world = world as f64;
     let bus = 2.0 * (world - 1.0) / world;
     for line in heading {
-        println!("# {line}");
+        let _ = writeln!(out, "# {line}");
     }
-    println!("#");
-    println!(
+    let _ = writeln!(out, "#");
+    let _ = writeln!(
+        out,
         "# {:>10} {:>12} {:>8} {:>6} {:>10} {:>8} {:>8} {:>7}",
         "size", "count", "type", "redop", "time", "algbw", "busbw", "#wrong"
     );
-    println!(
+    let _ = writeln!(
+        out,
         "# {:>10} {:>12} {:>8} {:>6} {:>10} {:>8} {:>8} {:>7}",
         "(B)", "(elements)", "", "", "(us)", "(GB/s)", "(GB/s)", ""
     );
@@ -159,7 +347,8 @@ pub fn print_table(heading: &[String], world: usize, rows: &[Row]) {
     for row in rows {
         let algbw = row.bytes as f64 / row.seconds / 1e9;
         busbw_sum += algbw * bus;
-        println!(
+        let _ = writeln!(
+            out,
             "  {:>10} {:>12} {:>8} {:>6} {:>10.2} {:>8.2} {:>8.2} {:>7}",
             row.bytes,
             row.bytes / 4,
@@ -172,52 +361,62 @@ pub fn print_table(heading: &[String], world: usize, rows: &[Row]) {
         );
     }
     let wrong: u64 = rows.iter().map(|row| row.wrong).sum();
-    println!(
+    let _ = writeln!(
+        out,
         "# Out of bounds values : {wrong} {}",
         if wrong == 0 { "OK" } else { "FAILED" }
     );
-    println!(
+    let _ = writeln!(
+        out,
         "# Avg bus bandwidth    : {:.6}",
         busbw_sum / rows.len().max(1) as f64
     );
-    println!("#");
+    let _ = writeln!(out, "#");
+    out
 }
 
-/// With more than one engine, prints one line per size: every engine's time, then each later
-/// engine's ratio to the first. `names[i]` names `tables[i]`; every table has the same sizes.
-pub fn print_summary(names: &[&str], tables: &[Vec<Row>]) {
+/// With more than one engine, one line per size: every engine's time, then each later engine's
+/// ratio to the first (empty otherwise). `names[i]` names `tables[i]`; every table has the same
+/// sizes.
+pub fn format_summary(names: &[&str], tables: &[Vec<Row>]) -> String {
+    use std::fmt::Write;
+    let mut out = String::new();
     let (Some(first), Some(baseline)) = (names.first(), tables.first()) else {
-        return;
+        return out;
     };
     if tables.len() < 2 {
-        return;
+        return out;
     }
-    print!(
+    let _ = write!(
+        out,
         "# summary: time (us), and ratio to {first}\n# {:>10}",
         "size (B)"
     );
     for name in names {
-        print!(" {name:>10}");
+        let _ = write!(out, " {name:>10}");
     }
     for name in &names[1..] {
-        print!(" {:>10}", format!("÷{name}"));
+        let _ = write!(out, " {:>10}", format!("÷{name}"));
     }
-    println!();
+    let _ = writeln!(out);
     for (index, row) in baseline.iter().enumerate() {
-        print!("  {:>10}", row.bytes);
+        let _ = write!(out, "  {:>10}", row.bytes);
         for table in tables {
-            print!(" {:>10.2}", table[index].seconds * 1e6);
+            let seconds = table.get(index).map_or(f64::NAN, |row| row.seconds);
+            let _ = write!(out, " {:>10.2}", seconds * 1e6);
         }
         for table in &tables[1..] {
-            print!(" {:>10.2}", table[index].seconds / row.seconds);
+            let seconds = table.get(index).map_or(f64::NAN, |row| row.seconds);
+            let _ = write!(out, " {:>10.2}", seconds / row.seconds);
         }
-        println!();
+        let _ = writeln!(out);
     }
+    out
 }
 
 #[cfg(test)]
 mod tests {
-    use super::{Row, Sweep, parse_size, sweep};
+    use super::*;
 
     #[test]
     fn sizes_take_binary_suffixes_in_either_case() {
@@ -262,6 +461,10 @@ mod tests {
         assert_eq!(settings.set("-e", "2M"), Some(Ok(())));
         assert_eq!(settings.set("-n", "7"), Some(Ok(())));
         assert_eq!(settings.set("-c", "0"), Some(Ok(())));
+        assert_eq!(
+            settings.set("-c", "abc"),
+            Some(Err("bad value `abc` for -c: 0 or 1".to_owned()))
+        );
         assert_eq!(settings.set("-l", "2"), None);
         assert_eq!(
             settings.set("-f", "x"),
@@ -306,5 +509,71 @@ mod tests {
             }
         });
         assert_eq!((failed, measured), (Err(8), vec![4, 8]));
+    }
+
+    fn arguments(text: &str) -> Vec<String> {
+        text.split_whitespace().map(str::to_owned).collect()
+    }
+
+    #[test]
+    fn one_parser_takes_the_sweep_hands_back_the_tool_flags_and_refuses_the_rest() {
+        let parsed = parse_command(&arguments("-b 1K -E mpi,hier -e 2M -l 2"), &["-E", "-l"]);
+        let Ok(Command::Run { sweep, flags }) = parsed else {
+            panic!("{parsed:?}");
+        };
+        assert_eq!((sweep.min_bytes, sweep.max_bytes), (1 << 10, 2 << 20));
+        assert_eq!(
+            flags,
+            vec![
+                ("-E".to_owned(), "mpi,hier".to_owned()),
+                ("-l".to_owned(), "2".to_owned())
+            ]
+        );
+        assert_eq!(
+            parse_command(&arguments("-e 1M --help"), &[]),
+            Ok(Command::Help)
+        );
+        for refused in [
+            "-b 1M -e 8",
+            "-c abc",
+            "-f 1",
+            "-n 0",
+            "-x 3",
+            "-b",
+            "-b 12q",
+        ] {
+            assert!(
+                parse_command(&arguments(refused), &["-E"]).is_err(),
+                "{refused}"
+            );
+        }
+    }
+
+    #[test]
+    fn memory_beyond_what_is_available_is_refused() {
+        let text = "MemTotal: 24000000 kB\nMemAvailable:   2048 kB\n";
+        assert_eq!(parse_mem_available(text), Some(2048 * 1024));
+        assert!(check_memory(4 << 20, Some(2 << 20), "-e 1M").is_err());
+        assert!(check_memory(1 << 20, Some(2 << 20), "-e 1M").is_ok());
+        assert!(check_memory(u64::MAX, None, "-e 1M").is_ok());
+    }
+
+    #[test]
+    fn a_closed_pipe_is_quiet_and_a_full_disk_an_error() {
+        struct Failing(std::io::ErrorKind);
+        impl std::io::Write for Failing {
+            fn write(&mut self, _: &[u8]) -> std::io::Result<usize> {
+                Err(self.0.into())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let closed = write_to(&mut Failing(std::io::ErrorKind::BrokenPipe), "x");
+        assert_eq!(closed.ok(), Some(Written::Closed));
+        let full = write_to(&mut Failing(std::io::ErrorKind::StorageFull), "x");
+        assert!(full.is_err());
+        let mut sink = Vec::new();
+        assert_eq!(write_to(&mut sink, "x").ok(), Some(Written::Done));
     }
 }

@@ -106,14 +106,14 @@ const SCENARIOS: &[Scenario] = &[
     Scenario {
         name: "a_process_that_never_calls_times_out_every_waiting_process",
         min_processes: 2,
-        only: Some(Waiting::Deadlines),
+        only: None,
         run: a_process_that_never_calls_times_out_every_waiting_process,
     },
     Scenario {
-        name: "a_deadline_on_a_blocking_communicator_is_a_shared_failure",
+        name: "a_deadline_on_one_process_of_a_blocking_communicator_is_honoured",
         min_processes: 1,
         only: Some(Waiting::Blocking),
-        run: a_deadline_on_a_blocking_communicator_is_a_shared_failure,
+        run: a_deadline_on_one_process_of_a_blocking_communicator_is_honoured,
     },
     Scenario {
         name: "communicators_made_with_different_waiting_modes_fail_everywhere",
@@ -716,25 +716,28 @@ fn a_process_that_never_calls_times_out_every_waiting_process(
     })
 }
 
-fn a_deadline_on_a_blocking_communicator_is_a_shared_failure(
+fn a_deadline_on_one_process_of_a_blocking_communicator_is_honoured(
     _: &MpiRuntime,
     comm: &MpiInterProcess,
 ) -> Outcome {
-    let process = comm.process();
-    // Process 0 passes a deadline the communicator cannot honour; the others pass none.
-    let deadline = (process == 0).then(|| Instant::now() + GENEROUS);
-    let result = comm.all_reduce(
-        Ok(input(process, 2, ElementType::F64, ReduceOperation::Sum)),
-        ReduceOperation::Sum,
-        deadline,
-    );
-    let expected = InterProcessError::Failed {
-        process: 0,
-        message: "a deadline was given to a communicator made with Waiting::Blocking \
-                  (make it with Waiting::Deadlines to pass one)"
-            .to_owned(),
-    };
-    expect_shared(comm, "a deadline on process 0", result, &expected)
+    let (process, processes) = (comm.process(), comm.processes());
+    // Process 0 passes a deadline, the others none: the generation runs non-blocking everywhere
+    // (small, in the packet's slot, and large), with the right result.
+    for len in [2, 1000] {
+        let deadline = (process == 0).then(|| Instant::now() + GENEROUS);
+        let output = comm
+            .all_reduce(
+                Ok(input(process, len, ElementType::F64, ReduceOperation::Sum)),
+                ReduceOperation::Sum,
+                deadline,
+            )
+            .map_err(|error| format!("{len} elements, a deadline on process 0: {error}"))?;
+        let expected = reference(processes, len, ElementType::F64, ReduceOperation::Sum);
+        ensure(same_bits(&output, &expected), || {
+            first_difference(&output, &expected)
+        })?;
+    }
+    the_next_generation_works(comm, "a deadline on process 0")
 }
 
 fn communicators_made_with_different_waiting_modes_fail_everywhere(

@@ -37,7 +37,8 @@ use ruccl_core::{
     ReduceOperation,
 };
 use ruccl_mpi::report::{
-    self, Row, Sweep, library_version, parse_size, print_summary, print_table,
+    self, EXIT_FAILED, EXIT_OK, EXIT_USAGE, Row, Sweep, Written, format_summary, format_table,
+    library_version, parse_size,
 };
 use ruccl_mpi::{
     HierarchicalCommunicator, HierarchicalOptions, MpiInterProcess, MpiRuntime, Waiting, lock_mpi,
@@ -48,6 +49,14 @@ use std::sync::mpsc::{Receiver, Sender, channel};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
+
+/// `eprintln!` that never panics: a closed or failing stderr has nowhere left to say anything.
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr().lock(), $($arg)*);
+    }};
+}
 
 /// Rounds the timed calls of one size are split into, taking turns between the engines.
 const ROUNDS: usize = 10;
@@ -130,28 +139,23 @@ const USAGE: &str = "usage: mpirun -np N hierarchical-perf [-l LOCAL] [-b MINBYT
   -A: the local phases' algorithm (auto, ring, direct, halving-doubling; default auto);
   defaults: -l 2 -b 4 -e 64M -f 2 -n 20 -w 5 -c 1 -t 1 -E mpi,hier";
 
-fn parse(arguments: &[String]) -> Result<Options, String> {
+/// The options, or `None` for `--help`; a usage error's text.
+fn parse(arguments: &[String]) -> Result<Option<Options>, String> {
+    let tool_flags = ["-l", "-t", "-S", "-A", "-E"];
+    let (sweep, flags) = match report::parse_command(arguments, &tool_flags)? {
+        report::Command::Help => return Ok(None),
+        report::Command::Run { sweep, flags } => (sweep, flags),
+    };
     let mut options = Options {
-        sweep: Sweep::default(),
+        sweep,
         local: 2,
         threads: 1,
         shards_from: None,
         algorithm: Algorithm::Auto,
         engines: vec![Engine::Mpi, Engine::Hierarchical],
     };
-    let mut rest = arguments.iter();
-    while let Some(flag) = rest.next() {
-        if flag == "-h" || flag == "--help" {
-            return Err(USAGE.to_owned());
-        }
-        let value = rest
-            .next()
-            .ok_or_else(|| format!("{flag} needs a value\n{USAGE}"))?;
-        let size = || parse_size(value).ok_or_else(|| format!("bad size `{value}` for {flag}"));
-        if let Some(set) = options.sweep.set(flag, value) {
-            set?;
-            continue;
-        }
+    for (flag, value) in flags {
+        let size = || parse_size(&value).ok_or_else(|| format!("bad size `{value}` for {flag}"));
         match flag.as_str() {
             "-l" => options.local = size()?,
             "-t" => options.threads = size()?,
@@ -161,7 +165,7 @@ fn parse(arguments: &[String]) -> Result<Options, String> {
                     .parse()
                     .map_err(|error: ParseAlgorithmError| error.to_string())?;
             }
-            "-E" => {
+            _ => {
                 options.engines = value
                     .split(',')
                     .map(|name| {
@@ -169,20 +173,18 @@ fn parse(arguments: &[String]) -> Result<Options, String> {
                     })
                     .collect::<Result<_, _>>()?;
             }
-            _ => return Err(format!("unknown flag `{flag}`\n{USAGE}")),
         }
     }
-    if options.sweep.factor < 2
-        || options.sweep.iterations == 0
-        || options.engines.is_empty()
-        || options.local == 0
-        || options.threads == 0
-    {
-        return Err(format!(
-            "-f must be at least 2, -n, -l and -t at least 1, -E not empty\n{USAGE}"
-        ));
+    if options.local == 0 || options.threads == 0 {
+        return Err("-l and -t must be at least 1".to_owned());
     }
-    Ok(options)
+    Ok(Some(options))
+}
+
+/// Bytes one process holds at `bytes` per rank: each of its `local` ranks' tensor, the device's
+/// copy and the staged buffers (about four copies each), and the MPI baselines' two buffers.
+fn per_process(bytes: usize, local: usize) -> u64 {
+    (bytes as u64).saturating_mul(4 * local as u64 + 2)
 }
 
 /// What one local rank's worker does on command.
@@ -527,34 +529,47 @@ impl Bench {
 fn main() -> ExitCode {
     let arguments: Vec<String> = std::env::args().skip(1).collect();
     let options = match parse(&arguments) {
-        Ok(options) => options,
+        Ok(Some(options)) => options,
+        Ok(None) => {
+            // A closed or failing stdout has nowhere left to show the usage.
+            let _ = report::write_out(&format!("{USAGE}\n"));
+            return ExitCode::from(EXIT_OK);
+        }
         Err(message) => {
-            eprintln!("{message}");
-            return ExitCode::from(2);
+            say!("hierarchical-perf: {message}\n{USAGE}");
+            return ExitCode::from(EXIT_USAGE);
         }
     };
     let runtime = match MpiRuntime::initialize() {
         Ok(runtime) => runtime,
         Err(error) => {
-            eprintln!("cannot initialise MPI: {error}");
-            return ExitCode::FAILURE;
+            say!("cannot initialise MPI: {error}");
+            return ExitCode::from(EXIT_FAILED);
         }
     };
     let (process, processes) = (runtime.process(), runtime.processes());
     if processes % options.local != 0 {
         if process == 0 {
-            eprintln!(
-                "the job's {processes} processes are not a multiple of -l {}",
+            say!(
+                "hierarchical-perf: the job's {processes} processes are not a multiple of -l {}",
                 options.local
             );
         }
-        return ExitCode::from(2);
+        return ExitCode::from(EXIT_USAGE);
+    }
+    let largest = options.sweep.sizes().last().copied().unwrap_or(4);
+    let what = format!("-e {largest} B (-l {})", options.local);
+    if let Err(message) = report::check_job_memory(per_process(largest, options.local), &what) {
+        if let Some(message) = message {
+            say!("[process {process}] hierarchical-perf: {message}");
+        }
+        return ExitCode::from(EXIT_USAGE);
     }
     match setup(runtime, &options) {
         Ok(bench) => run(&bench, &options),
         Err(error) => {
-            eprintln!("[process {process}] {error}");
-            ExitCode::FAILURE
+            say!("[process {process}] {error}");
+            ExitCode::from(EXIT_FAILED)
         }
     }
 }
@@ -631,23 +646,32 @@ fn run(bench: &Bench, options: &Options) -> ExitCode {
     let tables = match measured {
         Ok(tables) => tables,
         Err(error) => {
-            eprintln!("[process {}] {error}", bench.process);
-            bench.runtime.abort_job(1);
+            // A generation failed here: the others may be waiting in it, so end the job
+            // (every process exits non-zero).
+            say!("[process {}] {error}", bench.process);
+            bench.runtime.abort_job(i32::from(EXIT_FAILED));
         }
     };
     let wrong: u64 = tables.iter().flatten().map(|row| row.wrong).sum();
+    let mut code = if wrong == 0 { EXIT_OK } else { EXIT_FAILED };
     if bench.process == 0 {
-        print_tables(options, bench.processes, &tables);
+        match report::write_out(&format_tables(options, bench.processes, &tables)) {
+            Ok(Written::Done | Written::Closed) => {}
+            Err(error) => {
+                say!("hierarchical-perf: cannot write the results: {error}");
+                code = EXIT_FAILED;
+            }
+        }
+        if wrong != 0 {
+            say!("hierarchical-perf: {wrong} wrong values");
+        }
     }
-    if wrong == 0 {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::FAILURE
-    }
+    ExitCode::from(code)
 }
 
-fn print_tables(options: &Options, processes: usize, tables: &[Vec<Row>]) {
+fn format_tables(options: &Options, processes: usize, tables: &[Vec<Row>]) -> String {
     let version = library_version();
+    let mut out = String::new();
     let layout = format!(
         "{} processes x {} local ranks (hierarchical), {processes} processes (MPI)",
         processes / options.local,
@@ -662,8 +686,13 @@ fn print_tables(options: &Options, processes: usize, tables: &[Vec<Row>]) {
                 options.sweep.describe()
             ),
         ];
-        print_table(&heading, engine.world(options, processes), rows);
+        out.push_str(&format_table(
+            &heading,
+            engine.world(options, processes),
+            rows,
+        ));
     }
     let names: Vec<&str> = options.engines.iter().map(|engine| engine.name()).collect();
-    print_summary(&names, tables);
+    out.push_str(&format_summary(&names, tables));
+    out
 }

@@ -25,10 +25,21 @@
 use mpi::collective::SystemOperation;
 use mpi::traits::CommunicatorCollectives;
 use ruccl_core::ReduceOperation;
-use ruccl_mpi::report::{self, Row, Sweep, library_version, print_summary, print_table};
+use ruccl_mpi::report::{
+    self, Command, EXIT_FAILED, EXIT_OK, EXIT_USAGE, Row, Sweep, Written, format_summary,
+    format_table, library_version,
+};
 use ruccl_mpi::{HostValues, MpiInterProcess, MpiRuntime, Waiting, lock_mpi};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
+
+/// `eprintln!` that never panics: a closed or failing stderr has nowhere left to say anything.
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr().lock(), $($arg)*);
+    }};
+}
 
 /// Rounds the timed calls of one size are split into, taking turns between the engines.
 const ROUNDS: usize = 10;
@@ -89,41 +100,29 @@ struct Options {
 const USAGE: &str = "usage: mpi-allreduce-perf [-b MINBYTES] [-e MAXBYTES] [-f FACTOR] [-n ITERS] [-w WARMUP] [-c 0|1] [-E mpi,mpi-nb,ruccl-b,ruccl,ruccl-dl]
   sizes take K, M, G suffixes (powers of 1024); defaults: -b 4 -e 64M -f 2 -n 20 -w 5 -c 1 -E mpi";
 
-fn parse(arguments: &[String]) -> Result<Options, String> {
+/// The options, or `None` for `--help`; a usage error's text.
+fn parse(arguments: &[String]) -> Result<Option<Options>, String> {
+    let (sweep, flags) = match report::parse_command(arguments, &["-E"])? {
+        Command::Help => return Ok(None),
+        Command::Run { sweep, flags } => (sweep, flags),
+    };
     let mut options = Options {
-        sweep: Sweep::default(),
+        sweep,
         engines: vec![Engine::Blocking],
     };
-    let mut rest = arguments.iter();
-    while let Some(flag) = rest.next() {
-        if flag == "-h" || flag == "--help" {
-            return Err(USAGE.to_owned());
-        }
-        let value = rest
-            .next()
-            .ok_or_else(|| format!("{flag} needs a value\n{USAGE}"))?;
-        if let Some(set) = options.sweep.set(flag, value) {
-            set?;
-            continue;
-        }
-        match flag.as_str() {
-            "-E" => {
-                options.engines = value
-                    .split(',')
-                    .map(|name| {
-                        Engine::parse(name).ok_or_else(|| format!("unknown engine `{name}`"))
-                    })
-                    .collect::<Result<_, _>>()?;
-            }
-            _ => return Err(format!("unknown flag `{flag}`\n{USAGE}")),
-        }
+    for (_, value) in flags {
+        options.engines = value
+            .split(',')
+            .map(|name| Engine::parse(name).ok_or_else(|| format!("unknown engine `{name}`")))
+            .collect::<Result<_, _>>()?;
     }
-    if options.sweep.factor < 2 || options.sweep.iterations == 0 || options.engines.is_empty() {
-        return Err(format!(
-            "-f must be at least 2, -n at least 1, -E not empty\n{USAGE}"
-        ));
-    }
-    Ok(options)
+    Ok(Some(options))
+}
+
+/// Bytes one process holds at `bytes` per call: the pattern, MPI's receive buffer, the ruCCL
+/// engine's buffer, its spare and its output.
+fn per_process(bytes: usize) -> u64 {
+    (bytes as u64).saturating_mul(5)
 }
 
 /// The runner: the world communicator for the baselines, a ruCCL communicator, this process.
@@ -278,19 +277,35 @@ impl Bench {
 fn main() -> ExitCode {
     let arguments: Vec<String> = std::env::args().skip(1).collect();
     let options = match parse(&arguments) {
-        Ok(options) => options,
+        Ok(Some(options)) => options,
+        Ok(None) => {
+            // A closed or failing stdout has nowhere left to show the usage.
+            let _ = report::write_out(&format!("{USAGE}\n"));
+            return ExitCode::from(EXIT_OK);
+        }
         Err(message) => {
-            eprintln!("{message}");
-            return ExitCode::from(2);
+            say!("mpi-allreduce-perf: {message}\n{USAGE}");
+            return ExitCode::from(EXIT_USAGE);
         }
     };
     let runtime = match MpiRuntime::initialize() {
         Ok(runtime) => runtime,
         Err(error) => {
-            eprintln!("cannot initialise MPI: {error}");
-            return ExitCode::FAILURE;
+            say!("cannot initialise MPI: {error}");
+            return ExitCode::from(EXIT_FAILED);
         }
     };
+    let largest = options.sweep.sizes().last().copied().unwrap_or(4);
+    let what = format!("-e {largest} B ({} processes)", runtime.processes());
+    if let Err(message) = report::check_job_memory(per_process(largest), &what) {
+        if let Some(message) = message {
+            say!(
+                "[process {}] mpi-allreduce-perf: {message}",
+                runtime.process()
+            );
+        }
+        return ExitCode::from(EXIT_USAGE);
+    }
     let setup = Some(Instant::now() + Duration::from_secs(60));
     let communicators = runtime
         .communicator(Waiting::Deadlines, setup)
@@ -298,8 +313,8 @@ fn main() -> ExitCode {
     let (ruccl, ruccl_blocking) = match communicators {
         Ok(communicators) => communicators,
         Err(error) => {
-            eprintln!("cannot create the ruCCL communicators: {error}");
-            return ExitCode::FAILURE;
+            say!("cannot create the ruCCL communicators: {error}");
+            return ExitCode::from(EXIT_FAILED);
         }
     };
     let bench = Bench {
@@ -318,31 +333,41 @@ fn main() -> ExitCode {
     let tables = match measured {
         Ok(tables) => tables,
         Err(error) => {
-            eprintln!("[process {}] {error}", bench.process);
-            bench.runtime.abort_job(1);
+            // A generation failed here: the others may be waiting in it, so end the job
+            // (every process exits non-zero).
+            say!("[process {}] {error}", bench.process);
+            bench.runtime.abort_job(i32::from(EXIT_FAILED));
         }
     };
     let wrong: u64 = tables.iter().flatten().map(|row| row.wrong).sum();
+    let mut code = if wrong == 0 { EXIT_OK } else { EXIT_FAILED };
     if bench.process == 0 {
-        print_tables(&options, bench.processes, &tables);
+        match report::write_out(&format_tables(&options, bench.processes, &tables)) {
+            Ok(Written::Done | Written::Closed) => {}
+            Err(error) => {
+                say!("mpi-allreduce-perf: cannot write the results: {error}");
+                code = EXIT_FAILED;
+            }
+        }
+        if wrong != 0 {
+            say!("mpi-allreduce-perf: {wrong} wrong values");
+        }
     }
     drop(bench);
-    if wrong == 0 {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::FAILURE
-    }
+    ExitCode::from(code)
 }
 
-fn print_tables(options: &Options, processes: usize, tables: &[Vec<Row>]) {
+fn format_tables(options: &Options, processes: usize, tables: &[Vec<Row>]) -> String {
     let version = library_version();
+    let mut out = String::new();
     for (engine, rows) in options.engines.iter().zip(tables) {
         let heading = [
             format!("mpi-allreduce-perf: {} ({version})", engine.describe()),
             format!("nProcs {processes} {}", options.sweep.describe()),
         ];
-        print_table(&heading, processes, rows);
+        out.push_str(&format_table(&heading, processes, rows));
     }
     let names: Vec<&str> = options.engines.iter().map(|engine| engine.name()).collect();
-    print_summary(&names, tables);
+    out.push_str(&format_summary(&names, tables));
+    out
 }

@@ -12,8 +12,9 @@
 //!   Mismatch → every process's call description      ── Iallgather                → Err(Mismatch), everywhere
 //! ```
 //!
-//! On a [`Waiting::Blocking`] communicator the same calls are the blocking ones (`MPI_Allreduce`,
-//! ...), and no deadline exists.
+//! On a [`Waiting::Blocking`] communicator the status is non-blocking too, and what follows it is
+//! blocking (`MPI_Allreduce`, ...) where the reduced status says no process waits with a
+//! deadline: every process takes the same kind, and a deadline bounds every wait.
 //!
 //! The status goes first. A process that failed has no data to send, and calls that differ in
 //! length or type must never reach MPI as a collective (a mismatched MPI collective is
@@ -36,7 +37,9 @@ use crate::engine::packet::{self, PACKET_WORDS, PacketReduction};
 use crate::engine::post::{self, Comm};
 use crate::engine::reductions::{Reduction, Reductions, move_datatype};
 use crate::engine::runtime::{MpiRuntime, lock_mpi};
-use crate::error::{CallDescription, CollectiveKind, InterProcessError, LocalFailure};
+use crate::error::{
+    CallDescription, CallIdentity, CollectiveKind, InterProcessError, LocalFailure,
+};
 use crate::inter_process::InterProcess;
 use mpi::ffi;
 use mpi::raw::AsRaw;
@@ -44,7 +47,7 @@ use mpi::topology::SimpleCommunicator;
 use ruccl_core::{Collective, ElementType, ReduceOperation};
 use ruccl_host::HostValues;
 use std::ffi::c_int;
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
 
 /// Words that carry a failure's text: its length, then [`LocalFailure::MAX_BYTES`] bytes.
@@ -56,10 +59,12 @@ pub enum Waiting {
     /// Non-blocking MPI collectives polled by `MPI_Test` until done or until the caller's
     /// deadline: every call may pass one.
     Deadlines,
-    /// Blocking MPI collectives: MPI's own (tuned, faster) algorithms — a 4-byte all-reduce with
-    /// its status costs 1.1–1.5× a plain `MPI_Allreduce` (2 and 4 processes) — but a call waits for
-    /// ever for a process that never calls. A call that passes a deadline fails (a local
-    /// failure, shared like any other).
+    /// Blocking MPI collectives for the data where no process passes a deadline: MPI's own
+    /// (tuned, faster) algorithms for large messages. The status that starts every generation is
+    /// non-blocking all the same, and a generation where any process passes a deadline runs
+    /// non-blocking throughout, so that a call never waits past its caller's deadline here
+    /// either (a dead peer under `mpirun --enable-recovery`: every survivor times out). A call
+    /// without a deadline waits for ever for a process that never calls.
     Blocking,
 }
 
@@ -76,6 +81,10 @@ pub struct MpiInterProcess {
     /// Held for a whole collective: calls on one communicator are serialised, so every process
     /// posts its MPI operations in its own call order.
     state: Mutex<State>,
+    /// The channels of the communicators that share this engine (`open_channel`): each a
+    /// duplicate of this communicator, so that they run concurrently without meeting each
+    /// other. Only on a `Waiting::Deadlines` engine (see `open_channel`).
+    channels: Mutex<Vec<(u64, Arc<MpiInterProcess>)>>,
     /// Keeps MPI initialised until the resources are freed (dropped after them).
     _runtime: MpiRuntime,
 }
@@ -103,8 +112,9 @@ struct Resources {
 
 /// What the status agreement leaves to do.
 enum Agreed {
-    /// Every process proceeds: run the collective on this input.
-    Run(HostValues),
+    /// Every process proceeds: run the collective on this input, on this communicator (blocking
+    /// calls only on a blocking communicator where no process waits with a deadline).
+    Run(HostValues, Comm),
     /// The packet carried the data: this is the (all-reduce) output.
     Done(HostValues),
 }
@@ -190,6 +200,7 @@ impl MpiInterProcess {
                 spare: None,
                 packets: None,
             }),
+            channels: Mutex::new(Vec::new()),
             _runtime: runtime,
         };
         match communicator.agree_on_waiting(blocking, deadline) {
@@ -241,6 +252,18 @@ impl MpiInterProcess {
         }
     }
 
+    /// The channel opened for `communicator`, if any.
+    fn channel(&self, communicator: u64) -> Option<Arc<MpiInterProcess>> {
+        if communicator == 0 {
+            return None;
+        }
+        let channels = self.channels.lock().unwrap_or_else(PoisonError::into_inner);
+        channels
+            .iter()
+            .find(|(number, _)| *number == communicator)
+            .map(|(_, channel)| Arc::clone(channel))
+    }
+
     /// How this communicator's collectives wait.
     pub fn waiting(&self) -> Waiting {
         match &self.resources {
@@ -265,10 +288,12 @@ impl MpiInterProcess {
     fn collective(
         &self,
         mut call: CallDescription,
+        identity: CallIdentity,
         local: Result<HostValues, LocalFailure>,
         deadline: Option<Instant>,
         run: impl FnOnce(
             &Resources,
+            Comm,
             &mut Option<HostValues>,
             HostValues,
         ) -> Result<HostValues, WaitError>,
@@ -283,18 +308,6 @@ impl MpiInterProcess {
         let generation = state.generation;
         state.generation += 1;
         call.generation = generation;
-        let (local, deadline) = match (resources.comm.blocking, deadline) {
-            (true, Some(_)) => (
-                local.and_then(|_| {
-                    Err(LocalFailure::new(
-                        "a deadline was given to a communicator made with Waiting::Blocking \
-                         (make it with Waiting::Deadlines to pass one)",
-                    ))
-                }),
-                None,
-            ),
-            _ => (local, deadline),
-        };
         let local = local.and_then(|input| match move_datatype(input.element_type()) {
             Some(_) => Ok(input),
             None => Err(LocalFailure::new(format_args!(
@@ -304,9 +317,16 @@ impl MpiInterProcess {
         });
         let state = &mut *state;
         let outcome = self
-            .agree(resources, &mut state.packets, &call, local, deadline)
+            .agree(
+                resources,
+                &mut state.packets,
+                &call,
+                &identity,
+                local,
+                deadline,
+            )
             .and_then(|agreed| match agreed {
-                Agreed::Run(input) => run(resources, &mut state.spare, input),
+                Agreed::Run(input, comm) => run(resources, comm, &mut state.spare, input),
                 Agreed::Done(output) => Ok(output),
             });
         outcome.map_err(|stop| {
@@ -328,6 +348,7 @@ impl MpiInterProcess {
         resources: &Resources,
         packets: &mut Option<post::Pair<Vec<i64>>>,
         call: &CallDescription,
+        identity: &CallIdentity,
         local: Result<HostValues, LocalFailure>,
         deadline: Option<Instant>,
     ) -> Result<Agreed, WaitError> {
@@ -337,6 +358,7 @@ impl MpiInterProcess {
             local.is_err(),
             deadline.is_some(),
             call,
+            identity,
         );
         let carried = packet::carries_data(call);
         let data = local.as_ref().ok().filter(|_| carried);
@@ -344,8 +366,15 @@ impl MpiInterProcess {
         packet::pack_into(&mut send, &words, data);
         received.clear();
         received.resize(PACKET_WORDS, 0);
+        // The status is non-blocking on every communicator, so that a deadline bounds it even on
+        // a blocking one; what follows is blocking only where the communicator is and nobody
+        // waits with a deadline (the reduced status says so, the same everywhere).
+        let status_comm = Comm {
+            blocking: false,
+            ..resources.comm
+        };
         let (send, received) =
-            post::all_reduce_packet(resources.comm, send, received, &resources.packet)?
+            post::all_reduce_packet(status_comm, send, received, &resources.packet)?
                 .wait(deadline)?;
         let reduced = packet::status(&received);
         // A carried all-reduce's result, decoded into the input (same type and length) before
@@ -366,21 +395,31 @@ impl MpiInterProcess {
         }
         *packets = Some((send, received));
         let reduced = reduced.ok_or_else(|| internal("a status packet too short"))?;
+        let comm = Comm {
+            blocking: resources.comm.blocking && !agreement::any_deadline(&reduced),
+            ..resources.comm
+        };
         match agreement::verdict(&reduced, self.processes) {
             Verdict::Proceed => {
                 let input = local.map_err(|_| internal("proceeding past a local failure"))?;
                 Ok(if done {
                     Agreed::Done(input)
                 } else {
-                    Agreed::Run(input)
+                    Agreed::Run(input, comm)
                 })
             }
             Verdict::Failed { process } => {
-                let message = share_text(resources, process, local.err(), deadline)?;
+                let message = share_text(comm, process, local.err(), deadline)?;
                 Err(InterProcessError::Failed { process, message }.into())
             }
+            Verdict::Crossed => {
+                let calls = gather_calls(comm, call, identity, deadline)?;
+                let calls = calls.into_iter().map(|(_, identity)| identity).collect();
+                Err(InterProcessError::Crossed { calls }.into())
+            }
             Verdict::Mismatch => {
-                let calls = gather_calls(resources, call, deadline)?;
+                let calls = gather_calls(comm, call, identity, deadline)?;
+                let calls = calls.into_iter().map(|(call, _)| call).collect();
                 Err(InterProcessError::Mismatch { calls }.into())
             }
         }
@@ -402,7 +441,7 @@ impl MpiInterProcess {
         operation: ReduceOperation,
         deadline: Option<Instant>,
     ) -> Result<HostValues, InterProcessError> {
-        self.tagged_all_reduce(input, operation, 0, deadline)
+        self.tagged_all_reduce(CallIdentity::default(), input, operation, 0, deadline)
     }
 
     /// The inherent form of [`InterProcess::reduce_scatter`].
@@ -412,7 +451,7 @@ impl MpiInterProcess {
         operation: ReduceOperation,
         deadline: Option<Instant>,
     ) -> Result<HostValues, InterProcessError> {
-        self.tagged_reduce_scatter(input, operation, 0, deadline)
+        self.tagged_reduce_scatter(CallIdentity::default(), input, operation, 0, deadline)
     }
 
     /// The inherent form of [`InterProcess::all_gather`].
@@ -421,7 +460,7 @@ impl MpiInterProcess {
         input: Result<HostValues, LocalFailure>,
         deadline: Option<Instant>,
     ) -> Result<HostValues, InterProcessError> {
-        self.tagged_all_gather(input, 0, deadline)
+        self.tagged_all_gather(CallIdentity::default(), input, 0, deadline)
     }
 
     /// The inherent form of [`InterProcess::broadcast`].
@@ -431,11 +470,12 @@ impl MpiInterProcess {
         root: usize,
         deadline: Option<Instant>,
     ) -> Result<HostValues, InterProcessError> {
-        self.tagged_broadcast(input, root, 0, deadline)
+        self.tagged_broadcast(CallIdentity::default(), input, root, 0, deadline)
     }
 
     fn tagged_all_reduce(
         &self,
+        identity: CallIdentity,
         input: Result<HostValues, LocalFailure>,
         operation: ReduceOperation,
         tag: u64,
@@ -445,19 +485,25 @@ impl MpiInterProcess {
         let (element, len) = Self::describe(&input);
         let call = describe(kind, Some(operation), element, len, None, tag);
         let local = input.and_then(|input| within_count(kind, input.len()).map(|()| input));
-        let mut output = self.collective(call, local, deadline, |resources, spare, input| {
-            let reduction = reduction(resources, input.element_type(), operation)?;
-            let output = spare
-                .take()
-                .filter(|spare| {
-                    spare.element_type() == input.element_type() && spare.len() == input.len()
-                })
-                .unwrap_or_else(|| input.zeros_like(input.len()));
-            let (input, output) =
-                post::all_reduce(resources.comm, input, output, reduction)?.wait(deadline)?;
-            *spare = Some(input);
-            Ok(output)
-        })?;
+        let mut output = self.collective(
+            call,
+            identity,
+            local,
+            deadline,
+            |resources, comm, spare, input| {
+                let reduction = reduction(resources, input.element_type(), operation)?;
+                let output = spare
+                    .take()
+                    .filter(|spare| {
+                        spare.element_type() == input.element_type() && spare.len() == input.len()
+                    })
+                    .unwrap_or_else(|| input.zeros_like(input.len()));
+                let (input, output) =
+                    post::all_reduce(comm, input, output, reduction)?.wait(deadline)?;
+                *spare = Some(input);
+                Ok(output)
+            },
+        )?;
         if operation == ReduceOperation::Mean {
             buffer::divide_by(&mut output, self.processes);
         }
@@ -466,6 +512,7 @@ impl MpiInterProcess {
 
     fn tagged_reduce_scatter(
         &self,
+        identity: CallIdentity,
         input: Result<HostValues, LocalFailure>,
         operation: ReduceOperation,
         tag: u64,
@@ -485,13 +532,19 @@ impl MpiInterProcess {
             }
             Ok(input)
         });
-        let mut output = self.collective(call, local, deadline, |resources, _, input| {
-            let reduction = reduction(resources, input.element_type(), operation)?;
-            let output = input.zeros_like(input.len() / processes);
-            let (_, output) =
-                post::reduce_scatter(resources.comm, input, output, reduction)?.wait(deadline)?;
-            Ok(output)
-        })?;
+        let mut output = self.collective(
+            call,
+            identity,
+            local,
+            deadline,
+            |resources, comm, _, input| {
+                let reduction = reduction(resources, input.element_type(), operation)?;
+                let output = input.zeros_like(input.len() / processes);
+                let (_, output) =
+                    post::reduce_scatter(comm, input, output, reduction)?.wait(deadline)?;
+                Ok(output)
+            },
+        )?;
         if operation == ReduceOperation::Mean {
             buffer::divide_by(&mut output, processes);
         }
@@ -500,6 +553,7 @@ impl MpiInterProcess {
 
     fn tagged_all_gather(
         &self,
+        identity: CallIdentity,
         input: Result<HostValues, LocalFailure>,
         tag: u64,
         deadline: Option<Instant>,
@@ -511,15 +565,16 @@ impl MpiInterProcess {
         let local = input.and_then(|input| {
             within_count(kind, input.len().saturating_mul(processes)).map(|()| input)
         });
-        self.collective(call, local, deadline, |resources, _, input| {
+        self.collective(call, identity, local, deadline, |_, comm, _, input| {
             let output = input.zeros_like(input.len() * processes);
-            let (_, output) = post::all_gather(resources.comm, input, output)?.wait(deadline)?;
+            let (_, output) = post::all_gather(comm, input, output)?.wait(deadline)?;
             Ok(output)
         })
     }
 
     fn tagged_broadcast(
         &self,
+        identity: CallIdentity,
         input: Result<HostValues, LocalFailure>,
         root: usize,
         tag: u64,
@@ -538,8 +593,8 @@ impl MpiInterProcess {
             }
             Ok(input)
         });
-        self.collective(call, local, deadline, |resources, _, input| {
-            let output = post::broadcast(resources.comm, input, root)?.wait(deadline)?;
+        self.collective(call, identity, local, deadline, |_, comm, _, input| {
+            let output = post::broadcast(comm, input, root)?.wait(deadline)?;
             Ok(output)
         })
     }
@@ -563,15 +618,58 @@ impl InterProcess for MpiInterProcess {
         tag: u64,
         deadline: Option<Instant>,
     ) -> Result<HostValues, InterProcessError> {
+        self.collective_as(CallIdentity::default(), collective, input, tag, deadline)
+    }
+
+    fn agree(
+        &self,
+        status: Result<(), LocalFailure>,
+        tag: u64,
+        deadline: Option<Instant>,
+    ) -> Result<(), InterProcessError> {
+        self.agree_as(CallIdentity::default(), status, tag, deadline)
+    }
+
+    fn open_channel(
+        &self,
+        communicator: u64,
+        deadline: Option<Instant>,
+    ) -> Result<(), InterProcessError> {
+        self.open(communicator, deadline)
+    }
+
+    /// Drops the channel (its `MPI_Comm_free`; a poisoned channel's handle is left alone).
+    fn close_channel(&self, communicator: u64) {
+        let mut channels = self.channels.lock().unwrap_or_else(PoisonError::into_inner);
+        channels.retain(|(number, _)| *number != communicator);
+    }
+
+    /// The identity travels in the status words: calls whose identities differ are
+    /// [`InterProcessError::Crossed`] on every process of the generation, before anything runs.
+    /// A call of a communicator with a channel of its own ([`open_channel`](Self::open_channel))
+    /// runs there.
+    fn collective_as(
+        &self,
+        identity: CallIdentity,
+        collective: Collective,
+        input: Result<HostValues, LocalFailure>,
+        tag: u64,
+        deadline: Option<Instant>,
+    ) -> Result<HostValues, InterProcessError> {
+        if let Some(channel) = self.channel(identity.communicator) {
+            return channel.collective_as(identity, collective, input, tag, deadline);
+        }
         match collective {
             Collective::AllReduce(operation) => {
-                self.tagged_all_reduce(input, operation, tag, deadline)
+                self.tagged_all_reduce(identity, input, operation, tag, deadline)
             }
             Collective::ReduceScatter(operation) => {
-                self.tagged_reduce_scatter(input, operation, tag, deadline)
+                self.tagged_reduce_scatter(identity, input, operation, tag, deadline)
             }
-            Collective::AllGather => self.tagged_all_gather(input, tag, deadline),
-            Collective::Broadcast { root } => self.tagged_broadcast(input, root, tag, deadline),
+            Collective::AllGather => self.tagged_all_gather(identity, input, tag, deadline),
+            Collective::Broadcast { root } => {
+                self.tagged_broadcast(identity, input, root, tag, deadline)
+            }
             // A collective of a later core: refused, but through the agreement (every process
             // learns it), as an all-reduce that carries the refusal.
             other => {
@@ -579,7 +677,7 @@ impl InterProcess for MpiInterProcess {
                     "the MPI engine does not offer {other} between processes"
                 ));
                 let input = input.and(Err(refusal));
-                self.tagged_all_reduce(input, ReduceOperation::Sum, tag, deadline)
+                self.tagged_all_reduce(identity, input, ReduceOperation::Sum, tag, deadline)
             }
         }
     }
@@ -587,20 +685,62 @@ impl InterProcess for MpiInterProcess {
     /// An all-reduce of no elements (`i64`, `Max`) with `tag`: the status packet alone when no
     /// process waits with a deadline, the packet and an empty `MPI_Iallreduce` otherwise (see
     /// the module docs for why a deadline needs the second).
-    fn agree(
+    fn agree_as(
         &self,
+        identity: CallIdentity,
         status: Result<(), LocalFailure>,
         tag: u64,
         deadline: Option<Instant>,
     ) -> Result<(), InterProcessError> {
+        if let Some(channel) = self.channel(identity.communicator) {
+            return channel.agree_as(identity, status, tag, deadline);
+        }
         let input = status.map(|()| HostValues::I64(Vec::new()));
-        self.tagged_all_reduce(input, ReduceOperation::Max, tag, deadline)
+        self.tagged_all_reduce(identity, input, ReduceOperation::Max, tag, deadline)
             .map(|_| ())
+    }
+}
+
+impl MpiInterProcess {
+    /// [`InterProcess::open_channel`]: on a `Waiting::Deadlines` engine, a duplicate of this
+    /// communicator (`MPI_Comm_idup`, posted under this communicator's lock so that it is in
+    /// order with its collectives; waited for until `deadline`) for `communicator`'s calls. On
+    /// a `Waiting::Blocking` engine none: a blocking collective holds the process-wide MPI lock
+    /// while it waits, so two communicators blocking on different channels in different orders
+    /// on two processes would deadlock; there, communicators share this one and calls that
+    /// meet another's are `Crossed`.
+    fn open(&self, communicator: u64, deadline: Option<Instant>) -> Result<(), InterProcessError> {
+        if communicator == 0 || self.waiting() == Waiting::Blocking {
+            return Ok(());
+        }
+        let state = self.lock_state();
+        if let Some(error) = &state.poisoned {
+            return Err(error.clone());
+        }
+        let Some(resources) = &self.resources else {
+            return Err(internal("a communicator without MPI resources"));
+        };
+        let channel = MpiInterProcess::duplicating(
+            self._runtime.clone(),
+            resources.comm.raw,
+            Waiting::Deadlines,
+            deadline,
+        )?;
+        drop(state);
+        let mut channels = self.channels.lock().unwrap_or_else(PoisonError::into_inner);
+        channels.retain(|(number, _)| *number != communicator);
+        channels.push((communicator, Arc::new(channel)));
+        Ok(())
     }
 }
 
 impl Drop for MpiInterProcess {
     fn drop(&mut self) {
+        // The channels are duplicates of this communicator: freed first.
+        self.channels
+            .get_mut()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clear();
         let poisoned = self.lock_state().poisoned.is_some();
         if let Some(Resources {
             comm,
@@ -627,7 +767,7 @@ impl Drop for MpiInterProcess {
 
 /// The failing `root`'s text, on every process (`MPI_Ibcast` of [`TEXT_WORDS`] words).
 fn share_text(
-    resources: &Resources,
+    comm: Comm,
     root: usize,
     own: Option<LocalFailure>,
     deadline: Option<Instant>,
@@ -636,33 +776,34 @@ fn share_text(
         Some(failure) => encode_text(failure.message()),
         None => vec![0; TEXT_WORDS],
     };
-    let shared = post::broadcast(resources.comm, HostValues::I64(words), root)?.wait(deadline)?;
+    let shared = post::broadcast(comm, HostValues::I64(words), root)?.wait(deadline)?;
     match shared {
         HostValues::I64(words) => Ok(decode_text(&words)),
         _ => Err(internal("a shared text of the wrong type").into()),
     }
 }
 
-/// Every process's call description, in process order (`MPI_Iallgather`).
+/// Every process's call description and identity, in process order (`MPI_Iallgather`).
 fn gather_calls(
-    resources: &Resources,
+    comm: Comm,
     call: &CallDescription,
+    identity: &CallIdentity,
     deadline: Option<Instant>,
-) -> Result<Vec<CallDescription>, WaitError> {
-    let processes = resources.comm.processes;
+) -> Result<Vec<(CallDescription, CallIdentity)>, WaitError> {
+    let processes = comm.processes;
     let (_, gathered) = post::all_gather(
-        resources.comm,
-        HostValues::I64(agreement::encode(call).to_vec()),
-        HostValues::I64(vec![0; agreement::FIELDS * processes]),
+        comm,
+        HostValues::I64(agreement::encode_call(call, identity).to_vec()),
+        HostValues::I64(vec![0; agreement::CALL_FIELDS * processes]),
     )?
     .wait(deadline)?;
     let HostValues::I64(words) = gathered else {
         return Err(internal("gathered calls of the wrong type").into());
     };
     words
-        .chunks(agreement::FIELDS)
+        .chunks(agreement::CALL_FIELDS)
         .map(|fields| {
-            agreement::decode(fields)
+            agreement::decode_call(fields)
                 .ok_or_else(|| internal("a process sent a call this version cannot read").into())
         })
         .collect()

@@ -266,6 +266,7 @@ unsafe extern "C" fn reduce_packets(
 mod tests {
     use super::*;
     use crate::agreement::{Verdict, contribution, verdict};
+    use crate::error::CallIdentity;
 
     fn pack(status: &[i64; STATUS_WORDS], data: Option<&HostValues>) -> Vec<i64> {
         let mut packet = Vec::new();
@@ -314,7 +315,7 @@ mod tests {
             .map(|p| {
                 let data = HostValues::I32(vec![p as i32, 10, -(p as i32)]);
                 pack(
-                    &contribution(p, processes, false, false, &call),
+                    &contribution(p, processes, false, false, &call, &CallIdentity::default()),
                     Some(&data),
                 )
             })
@@ -338,7 +339,10 @@ mod tests {
             .enumerate()
             .map(|(p, value)| {
                 let data = HostValues::F16(vec![f16::from_f32(*value)]);
-                pack(&contribution(p, 3, false, false, &call), Some(&data))
+                pack(
+                    &contribution(p, 3, false, false, &call, &CallIdentity::default()),
+                    Some(&data),
+                )
             })
             .collect();
         let reduced = reduce(packets);
@@ -352,9 +356,15 @@ mod tests {
     fn a_failed_or_disagreeing_side_leaves_the_slot_alone() {
         let good = call(1, ElementType::I64, ReduceOperation::Sum);
         let data = HostValues::I64(vec![5]);
-        let mut into = pack(&contribution(0, 2, false, false, &good), Some(&data));
+        let mut into = pack(
+            &contribution(0, 2, false, false, &good, &CallIdentity::default()),
+            Some(&data),
+        );
         combine_packets(
-            &pack(&contribution(1, 2, true, false, &good), None),
+            &pack(
+                &contribution(1, 2, true, false, &good, &CallIdentity::default()),
+                None,
+            ),
             &mut into,
         );
         assert_eq!(unpack(&into, ElementType::I64, 1), Some(data.clone()));
@@ -364,9 +374,15 @@ mod tests {
         );
 
         let other = call(1, ElementType::I64, ReduceOperation::Max);
-        let mut into = pack(&contribution(0, 2, false, false, &good), Some(&data));
+        let mut into = pack(
+            &contribution(0, 2, false, false, &good, &CallIdentity::default()),
+            Some(&data),
+        );
         combine_packets(
-            &pack(&contribution(1, 2, false, false, &other), Some(&data)),
+            &pack(
+                &contribution(1, 2, false, false, &other, &CallIdentity::default()),
+                Some(&data),
+            ),
             &mut into,
         );
         assert_eq!(unpack(&into, ElementType::I64, 1), Some(data));
@@ -401,11 +417,11 @@ mod tests {
     fn the_raw_operation_combines_unaligned_packets() {
         let call = call(2, ElementType::F64, ReduceOperation::Product);
         let left = pack(
-            &contribution(0, 2, false, false, &call),
+            &contribution(0, 2, false, false, &call, &CallIdentity::default()),
             Some(&HostValues::F64(vec![2.0, -1.0])),
         );
         let right = pack(
-            &contribution(1, 2, false, false, &call),
+            &contribution(1, 2, false, false, &call, &CallIdentity::default()),
             Some(&HostValues::F64(vec![0.5, 3.0])),
         );
         // Both packets one byte past an 8-byte boundary.

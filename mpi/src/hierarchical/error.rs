@@ -42,8 +42,10 @@ pub enum HierarchicalError {
         /// The generation (0-based count of the communicator's collectives).
         generation: u64,
     },
-    /// The inter-process engine failed on its own (an MPI error, an engine bug): sticky, the
-    /// communicator is poisoned.
+    /// The inter-process engine failed on its own (an MPI error, an engine bug: sticky, the
+    /// communicator is poisoned), or this generation's engine call met another communicator's
+    /// on a shared engine ([`InterProcessError::Crossed`]: not sticky, and not agreed across
+    /// processes — each met a different call).
     #[error(transparent)]
     InterProcess(InterProcessError),
     /// The communicator could not be created.

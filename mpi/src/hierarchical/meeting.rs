@@ -21,15 +21,18 @@
 //! earliest deadline of the generation, so the outcome comes, and the local ranks of a process
 //! never split on a deadline here.
 //!
-//! Waiting polls a counter first (the core's spin budget: spin, then yield the core), then
-//! parks on a condition variable.
+//! **Built on the core's sync facade** (`ruccl_core::sync`: its `Mutex`, `Condvar` and
+//! `Deadline`), so that loom and shuttle see every step (`models.rs`). No polling: a waiter
+//! parks on the condition variable at once, woken by every change (publication, reopening,
+//! break) or by its deadline; spurious wake-ups only re-check. A panic of the step is contained
+//! as the core contains a device's: caught, its message kept, its payload dropped inside a
+//! containment of its own.
 
 use super::error::HierarchicalError;
 use crate::error::InterProcessError;
-use ruccl_core::sync::SpinBudget;
+use ruccl_core::sync::{Condvar, Deadline, Mutex, MutexGuard};
+use std::any::Any;
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::Instant;
 
 /// One rank's outcome of a step.
@@ -51,14 +54,20 @@ pub(crate) enum Missed {
 pub(crate) struct Meeting<T, X> {
     ranks: usize,
     round: Mutex<Round<T, X>>,
+    /// Notified (all) after every publication, reopening and break.
     changed: Condvar,
-    /// Bumped after every publication, reopening and break, for waiters to poll before parking.
-    signal: AtomicU64,
-    spin: SpinBudget,
 }
 
 /// The one round of the meeting: the generation it collects or delivers.
+///
+/// Who may change what: a depositor sets its own `deposits[rank]` and bumps `arrived` while
+/// `outcomes` is `None`; the last depositor sets `running`, takes every deposit, and — after the
+/// step, lock released in between — publishes `outcomes`, clears `running` and sets `left`; each
+/// rank takes its own outcome and decrements `left`; the taker that brings `left` to 0 clears
+/// `outcomes` and `arrived` and bumps `generation` (the round reopens). `broken` is set once (a
+/// deadline while collecting, a second deposit) and never cleared.
 struct Round<T, X> {
+    /// The generation the round collects or delivers.
     generation: u64,
     deposits: Vec<Option<T>>,
     arrived: usize,
@@ -71,7 +80,7 @@ struct Round<T, X> {
     broken: bool,
 }
 
-impl<T, X> Meeting<T, X> {
+impl<T: Send + 'static, X: Send + 'static> Meeting<T, X> {
     /// A meeting of `ranks` local ranks (at least one).
     pub(crate) fn new(ranks: usize) -> Self {
         let ranks = ranks.max(1);
@@ -87,21 +96,13 @@ impl<T, X> Meeting<T, X> {
                 broken: false,
             }),
             changed: Condvar::new(),
-            signal: AtomicU64::new(0),
-            spin: SpinBudget::for_world(ranks),
         }
     }
 
-    fn lock(&self) -> Guard<'_, T, X> {
-        // The round is changed by plain assignments that cannot panic half-way; a runner's panic
-        // happens outside the lock.
-        self.round.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// Wakes every waiter (after a change made under the lock, which is still held).
-    fn announce(&self) {
-        self.signal.fetch_add(1, Ordering::Release);
-        self.changed.notify_all();
+    /// The local ranks that meet.
+    #[cfg(all(test, any(ruccl_loom, ruccl_shuttle)))]
+    pub(crate) fn ranks(&self) -> usize {
+        self.ranks
     }
 
     /// Deposit `rank`'s part of `generation` and take the rank's outcome. The last rank to
@@ -115,26 +116,30 @@ impl<T, X> Meeting<T, X> {
         deadline: Option<Instant>,
         run: impl FnOnce(Vec<T>) -> Vec<Outcome<X>>,
     ) -> Result<Outcome<X>, Missed> {
+        let deadline = match deadline {
+            Some(at) => Deadline::after(at.saturating_duration_since(Instant::now())),
+            None => Deadline::never(),
+        };
         // Wait until the meeting collects this generation (the previous one fully taken).
-        let round = self.lock();
+        let round = self.round.lock();
         if round.generation > generation {
             // A generation the meeting is done with: only a broken caller gets here.
             return Err(Missed::Broken);
         }
         let mut round = self
-            .wait(round, deadline, |round| round.generation == generation)
+            .wait(round, &deadline, |round| round.generation == generation)
             .map_err(|round| self.expire(round))?;
         if round.outcomes.is_some() || rank >= self.ranks || round.deposits[rank].is_some() {
             // A second deposit for one rank: only a broken caller gets here.
             round.broken = true;
-            self.announce();
+            self.changed.notify_all();
             return Err(Missed::Broken);
         }
         round.deposits[rank] = Some(deposit);
         round.arrived += 1;
         if round.arrived < self.ranks {
             let round = self
-                .wait(round, deadline, |round| {
+                .wait(round, &deadline, |round| {
                     round.generation == generation && round.outcomes.is_some()
                 })
                 .map_err(|round| self.expire(round))?;
@@ -144,12 +149,11 @@ impl<T, X> Meeting<T, X> {
         round.running = true;
         let deposits: Vec<T> = round.deposits.iter_mut().filter_map(Option::take).collect();
         drop(round);
-        let outcomes = catch_unwind(AssertUnwindSafe(|| run(deposits))).unwrap_or_else(|_| {
-            (0..self.ranks)
-                .map(|_| Err(internal("the inter-process step panicked")))
-                .collect()
+        let outcomes = contain(|| run(deposits)).unwrap_or_else(|panic| {
+            let error = internal(&format!("the inter-process step panicked: {panic}"));
+            (0..self.ranks).map(|_| Err(error.clone())).collect()
         });
-        let mut round = self.lock();
+        let mut round = self.round.lock();
         let mut outcomes: Vec<Option<Outcome<X>>> = outcomes.into_iter().map(Some).collect();
         outcomes.resize_with(self.ranks, || {
             Some(Err(internal("the inter-process step lost an outcome")))
@@ -157,7 +161,10 @@ impl<T, X> Meeting<T, X> {
         round.outcomes = Some(outcomes);
         round.running = false;
         round.left = self.ranks;
-        self.announce();
+        // Planted slip (models.rs): the waiters are never told of the publication.
+        if !slip("lost_wakeup") {
+            self.changed.notify_all();
+        }
         Ok(self.take(round, rank))
     }
 
@@ -170,11 +177,17 @@ impl<T, X> Meeting<T, X> {
             .and_then(Option::take)
             .unwrap_or_else(|| Err(internal("an outcome taken twice")));
         round.left = round.left.saturating_sub(1);
-        if round.left == 0 {
+        // Planted slip (models.rs): the meeting reopens before the last rank took its outcome.
+        let reopen = if slip("reopen_early") {
+            round.left <= 1
+        } else {
+            round.left == 0
+        };
+        if reopen {
             round.outcomes = None;
             round.arrived = 0;
             round.generation += 1;
-            self.announce();
+            self.changed.notify_all();
         }
         outcome
     }
@@ -185,19 +198,18 @@ impl<T, X> Meeting<T, X> {
             return Missed::Broken;
         }
         round.broken = true;
-        self.announce();
+        self.changed.notify_all();
         Missed::Expired
     }
 
-    /// Waits until `ready` holds (`Ok`) or the meeting is broken or `deadline` passes while the
-    /// step is not running (`Err`, the guard held).
+    /// Parks until `ready` holds (`Ok`), or the meeting is broken or `deadline` passes while
+    /// the step is not running (`Err`, the guard held).
     fn wait<'a>(
         &'a self,
         mut round: Guard<'a, T, X>,
-        deadline: Option<Instant>,
+        deadline: &Deadline,
         ready: impl Fn(&Round<T, X>) -> bool,
     ) -> Result<Guard<'a, T, X>, Guard<'a, T, X>> {
-        let mut backoff = self.spin.backoff();
         loop {
             if round.broken {
                 return Err(round);
@@ -205,34 +217,54 @@ impl<T, X> Meeting<T, X> {
             if ready(&round) {
                 return Ok(round);
             }
-            let expiring = deadline.filter(|_| !round.running);
-            if expiring.is_some_and(|deadline| Instant::now() >= deadline) {
-                return Err(round);
-            }
-            if !backoff.is_completed() {
-                // Poll the signal without the lock, then look again under it.
-                let seen = self.signal.load(Ordering::Acquire);
-                drop(round);
-                while !backoff.is_completed() && self.signal.load(Ordering::Acquire) == seen {
-                    backoff.snooze();
-                }
-                round = self.lock();
+            // Planted slip (models.rs): a waiter gives up on its deadline while the step runs.
+            let slip = slip("expire_while_running");
+            if round.running && !slip {
+                // The outcome is coming whatever the deadline: the runner's own waits are
+                // bounded by the generation's earliest deadline.
+                round = self.changed.wait(round);
                 continue;
             }
-            round = match expiring {
-                Some(deadline) => {
-                    let left = deadline.saturating_duration_since(Instant::now());
-                    self.changed
-                        .wait_timeout(round, left)
-                        .unwrap_or_else(PoisonError::into_inner)
-                        .0
-                }
-                None => self
-                    .changed
-                    .wait(round)
-                    .unwrap_or_else(PoisonError::into_inner),
-            };
+            let (woken, expired) = self.changed.wait_until(round, deadline);
+            round = woken;
+            if expired && !round.broken && !ready(&round) && (slip || !round.running) {
+                return Err(round);
+            }
         }
+    }
+}
+
+/// Whether the models plant the slip `name` (`RUCCL_MPI_SLIP`, read by checker builds only;
+/// `models.rs` says which model catches which).
+#[cfg(any(ruccl_loom, ruccl_shuttle))]
+fn slip(name: &str) -> bool {
+    std::env::var("RUCCL_MPI_SLIP").is_ok_and(|planted| planted == name)
+}
+
+/// No slips outside the checkers.
+#[cfg(not(any(ruccl_loom, ruccl_shuttle)))]
+fn slip(_: &str) -> bool {
+    false
+}
+
+/// Runs the step, containing a panic as the core contains a device's: the message (when the
+/// payload is a string) comes back as the error, and the payload is dropped inside a
+/// containment of its own (its `Drop` may panic too).
+fn contain<R>(step: impl FnOnce() -> R) -> Result<R, String> {
+    catch_unwind(AssertUnwindSafe(step)).map_err(|payload| {
+        let message = describe_panic(payload.as_ref());
+        let _ = catch_unwind(AssertUnwindSafe(move || drop(payload)));
+        message
+    })
+}
+
+fn describe_panic(payload: &(dyn Any + Send)) -> String {
+    if let Some(text) = payload.downcast_ref::<&str>() {
+        (*text).to_owned()
+    } else if let Some(text) = payload.downcast_ref::<String>() {
+        text.clone()
+    } else {
+        "a panic with a non-string payload".to_owned()
     }
 }
 
@@ -246,6 +278,7 @@ fn internal(message: &str) -> HierarchicalError {
 mod tests {
     use super::*;
     use std::sync::Arc;
+    use std::sync::atomic::{AtomicU64, Ordering};
     use std::time::Duration;
 
     #[test]
@@ -291,8 +324,8 @@ mod tests {
         assert!(matches!(
             outcome,
             Ok(Err(HierarchicalError::InterProcess(
-                InterProcessError::Internal { .. }
-            )))
+                InterProcessError::Internal { ref message }
+            ))) if message.contains("planted")
         ));
         // The meeting reopened for the next generation.
         assert_eq!(meeting.meet(0, 1, (), None, |_| vec![Ok(())]), Ok(Ok(())));

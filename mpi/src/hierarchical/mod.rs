@@ -9,6 +9,7 @@
 //! | `step.rs`     | the inter-process steps (exchange, closing), the routes, the requests |
 //! | `hook.rs`     | the local device, with the inter-process step hooked into `finish`   |
 //! | `meeting.rs`  | where local ranks meet to make the step after a local failure         |
+//! | `models.rs`   | loom/shuttle models of the meeting and the status agreement (checkers only) |
 //! | `layout.rs`   | the job's layout (local ranks per process) and its arithmetic        |
 //! | `staging.rs`  | [`StagingDevice`], [`LayoutBuffer`]: what a device and a buffer provide |
 //! | `error.rs`    | [`HierarchicalError`], [`ProcessCall`], the call's tag               |
@@ -39,6 +40,8 @@ mod error;
 mod hook;
 mod layout;
 mod meeting;
+#[cfg(all(test, any(ruccl_loom, ruccl_shuttle)))]
+mod models;
 mod staging;
 mod step;
 #[cfg(test)]
@@ -61,6 +64,10 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 use step::{Part, Pending, Phase, Request, Shared, contain, discard, internal};
+
+/// The next communicator number this process proposes at a creation (0 stays for callers of an
+/// engine that give no identity).
+static NEXT_COMMUNICATOR: AtomicU64 = AtomicU64::new(1);
 
 /// A communicator over every rank of every process of a job: each process's local ranks on its
 /// own devices, processes joined by an inter-process engine.
@@ -191,8 +198,16 @@ where
     ) -> Result<Self, HierarchicalError> {
         let valid = NativeCommunicator::new(devices.clone(), device.clone()).map(|_| ());
         let threshold = i64::try_from(options.shards_from).unwrap_or(i64::MAX);
+        // This process's proposal for the communicator's number; the largest proposal wins, and
+        // every later proposal of this process is above it.
+        let proposal = NEXT_COMMUNICATOR.fetch_add(1, Ordering::Relaxed);
+        let proposal = i64::try_from(proposal).unwrap_or(i64::MAX);
         let mine = match &valid {
-            Ok(()) => Ok(I::Buffer::from_words(vec![devices.len() as i64, threshold])),
+            Ok(()) => Ok(I::Buffer::from_words(vec![
+                devices.len() as i64,
+                threshold,
+                proposal,
+            ])),
             Err(error) => Err(LocalFailure::new(error)),
         };
         let words = inter
@@ -202,22 +217,44 @@ where
             })?;
         valid.map_err(|error| HierarchicalError::setup(&error))?;
         let words = words.into_words().unwrap_or_default();
-        if words.chunks(2).any(|pair| pair.get(1) != Some(&threshold)) {
+        if words
+            .chunks(3)
+            .any(|three| three.get(1) != Some(&threshold))
+        {
             return Err(HierarchicalError::Setup {
                 reason: "the processes asked for different shard thresholds".to_owned(),
             });
         }
+        let communicator = words
+            .chunks(3)
+            .filter_map(|three| three.get(2))
+            .filter_map(|number| u64::try_from(*number).ok())
+            .max()
+            .unwrap_or(0);
+        NEXT_COMMUNICATOR.fetch_max(communicator.saturating_add(1), Ordering::Relaxed);
         let counts: Option<Vec<usize>> = words
-            .chunks(2)
-            .map(|pair| usize::try_from(pair[0]).ok())
+            .chunks(3)
+            .map(|three| usize::try_from(three[0]).ok())
             .collect();
         let layout = counts
             .and_then(|counts| Layout::new(inter.process(), counts))
             .ok_or_else(|| HierarchicalError::Setup {
                 reason: "the processes' local rank counts do not make a layout".to_owned(),
             })?;
+        // Every process got here with the same words, so every process opens the channel.
+        inter
+            .open_channel(communicator, deadline)
+            .map_err(|error| HierarchicalError::Setup {
+                reason: error.to_string(),
+            })?;
         let ranks = layout.local();
-        let shared = Arc::new(Shared::new(device.clone(), devices.clone(), inter, layout));
+        let shared = Arc::new(Shared::new(
+            device.clone(),
+            devices.clone(),
+            inter,
+            layout,
+            communicator,
+        ));
         let local = NativeCommunicator::new(devices, Hooked::new(device, Arc::clone(&shared)))
             .map_err(|error| HierarchicalError::setup(&error))?;
         Ok(HierarchicalCommunicator {
@@ -512,6 +549,18 @@ where
         let first = self.shared.poison(error);
         self.local.abort(first.to_string());
         first
+    }
+}
+
+/// Closes the communicator's channel on the engine (`InterProcess::close_channel`).
+impl<D, I> Drop for HierarchicalCommunicator<D, I>
+where
+    I: InterProcess + 'static,
+    D: StagingDevice<I::Buffer>,
+    I::Buffer: LayoutBuffer,
+{
+    fn drop(&mut self) {
+        self.shared.inter.close_channel(self.shared.communicator());
     }
 }
 

@@ -10,7 +10,7 @@
 use super::error::{HierarchicalError, ProcessCall, tag};
 use super::layout::Layout;
 use super::staging::{LayoutBuffer, StagingDevice};
-use crate::error::{InterProcessError, LocalFailure};
+use crate::error::{CallIdentity, InterProcessError, LocalFailure};
 use crate::inter_process::InterProcess;
 use ruccl_core::{Collective, DeviceId, ReduceOperation, TensorInfo};
 use std::any::Any;
@@ -148,6 +148,13 @@ pub(super) struct Shared<D, I> {
     pub(super) devices: Vec<DeviceId>,
     pub(super) inter: I,
     pub(super) layout: Layout,
+    /// This communicator's number, agreed by every process at creation: every engine call
+    /// carries it (with the generation and the step), so communicators sharing an engine never
+    /// pair up.
+    communicator: u64,
+    /// The generation whose engine calls are being made, and how many it made so far. Only the
+    /// one thread per process that makes a generation's step touches it.
+    steps: Mutex<(u64, u64)>,
     /// `pending[r]`: what local rank `r` registered for its current local collective.
     pending: Mutex<Vec<Option<Pending>>>,
     stash: Mutex<Option<Stashed>>,
@@ -161,16 +168,44 @@ where
     D: StagingDevice<I::Buffer>,
     I::Buffer: LayoutBuffer,
 {
-    pub(super) fn new(device: D, devices: Vec<DeviceId>, inter: I, layout: Layout) -> Self {
+    pub(super) fn new(
+        device: D,
+        devices: Vec<DeviceId>,
+        inter: I,
+        layout: Layout,
+        communicator: u64,
+    ) -> Self {
         let ranks = layout.local();
         Shared {
             device,
             devices,
             inter,
             layout,
+            communicator,
+            steps: Mutex::new((0, 0)),
             pending: Mutex::new(vec![None; ranks]),
             stash: Mutex::new(None),
             poisoned: OnceLock::new(),
+        }
+    }
+
+    /// The communicator's number, agreed at creation.
+    pub(super) fn communicator(&self) -> u64 {
+        self.communicator
+    }
+
+    /// The identity of `generation`'s next engine call: the steps of one generation count from 0.
+    fn identity(&self, generation: u64) -> CallIdentity {
+        let mut steps = self.steps.lock().unwrap_or_else(PoisonError::into_inner);
+        if steps.0 != generation {
+            *steps = (generation, 0);
+        }
+        let step = steps.1;
+        steps.1 += 1;
+        CallIdentity {
+            communicator: self.communicator,
+            generation,
+            step,
         }
     }
 
@@ -241,7 +276,8 @@ where
             .or_else(|| self.invalid(&request));
         let buffers = match failure {
             Some(text) => {
-                let refused = self.inter.collective(
+                let refused = self.inter.collective_as(
+                    self.identity(generation),
                     Collective::AllReduce(ReduceOperation::Sum),
                     Err(LocalFailure::new(text)),
                     tag,
@@ -257,7 +293,7 @@ where
                     .into_iter()
                     .map(|part| part.data.ok().flatten())
                     .collect();
-                self.run_inter(request, data, tag, deadline)
+                self.run_inter(generation, request, data, tag, deadline)
                     .map_err(|error| self.agreed(error, generation))?
             }
         };
@@ -304,13 +340,14 @@ where
             None => Ok(()),
         };
         self.inter
-            .agree(status, tag, deadline)
+            .agree_as(self.identity(generation), status, tag, deadline)
             .map_err(|error| self.agreed(error, generation))
     }
 
     /// The engine's part of an agreed, valid request: one buffer per local rank.
     fn run_inter(
         &self,
+        generation: u64,
         request: Request,
         mut data: Vec<Option<I::Buffer>>,
         tag: u64,
@@ -323,8 +360,11 @@ where
         let missing = || InterProcessError::Internal {
             message: "a local part the exchange needs is missing".to_owned(),
         };
-        let call =
-            |collective, buffer| self.inter.collective(collective, Ok(buffer), tag, deadline);
+        let call = |collective, buffer| {
+            let identity = self.identity(generation);
+            self.inter
+                .collective_as(identity, collective, Ok(buffer), tag, deadline)
+        };
         let route = request.route(local);
         match (request.collective, route) {
             (Collective::AllReduce(operation), Route::Shards) if layout.uniform() => {
@@ -428,6 +468,9 @@ where
                 calls: calls.iter().map(ProcessCall::from_description).collect(),
             },
             InterProcessError::TimedOut { .. } => self.time_out(generation),
+            // Another communicator's call met this one: not agreed across the job (each process
+            // met a different call), but never a wrong result; the next generation pairs again.
+            crossed @ InterProcessError::Crossed { .. } => HierarchicalError::InterProcess(crossed),
             other if other.is_sticky() => self.poison(HierarchicalError::InterProcess(other)),
             other => HierarchicalError::InterProcess(other),
         }
