@@ -3,7 +3,8 @@
 //! parser ([`parse_command`]: the sweep's flags checked once — `-b` above `-e`, `-c` other than
 //! 0 or 1, `-f` below 2 are usage errors —, `--help` on stdout), exit statuses [`EXIT_OK`] /
 //! [`EXIT_FAILED`] / [`EXIT_USAGE`], a memory check before allocating ([`check_memory`]), and
-//! output that stops quietly on a closed pipe and fails on any other write error ([`write_out`]);
+//! output that stops quietly on a closed pipe (the tools then exit 1, as ruccl-perf does) and fails
+//! on any other write error ([`write_out`]);
 //! then the nccl-tests-style report: one table per engine, and a summary of the engines side by
 //! side. Tools only; nothing in the communicator uses it.
 

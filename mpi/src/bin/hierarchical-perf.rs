@@ -656,7 +656,9 @@ fn run(bench: &Bench, options: &Options) -> ExitCode {
     let mut code = if wrong == 0 { EXIT_OK } else { EXIT_FAILED };
     if bench.process == 0 {
         match report::write_out(&format_tables(options, bench.processes, &tables)) {
-            Ok(Written::Done | Written::Closed) => {}
+            Ok(Written::Done) => {}
+            // Quietly, but not as a success: the results were not all written (as ruccl-perf).
+            Ok(Written::Closed) => code = EXIT_FAILED,
             Err(error) => {
                 say!("hierarchical-perf: cannot write the results: {error}");
                 code = EXIT_FAILED;
