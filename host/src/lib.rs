@@ -25,11 +25,14 @@
 //! | `values`  | [`HostValues`]: type, length, elements, cutting and gluing            |
 //! | `bytes`   | the values as device memory holds them: bytes and raw pointers        |
 //! | `tensors` | [`HostTensors`]: upload, download, supported types and operations     |
+//! | `memory`  | [`mem_available`]: what the host has free, checked before allocating  |
 
 mod bytes;
+mod memory;
 mod tensors;
 mod values;
 
+pub use memory::{mem_available, parse_mem_available};
 pub use ruccl_core::{ElementType, ParseElementTypeError};
 pub use tensors::HostTensors;
 pub use values::HostValues;

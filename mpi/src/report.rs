@@ -192,27 +192,6 @@ pub fn parse_command(arguments: &[String], tool_flags: &[&str]) -> Result<Comman
     Ok(Command::Run { sweep, flags })
 }
 
-/// `MemAvailable` of `/proc/meminfo`, in bytes (`None` where there is none).
-pub fn mem_available() -> Option<u64> {
-    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
-    parse_mem_available(&text)
-}
-
-/// `MemAvailable` of a `/proc/meminfo` text, in bytes.
-pub fn parse_mem_available(text: &str) -> Option<u64> {
-    let line = text
-        .lines()
-        .find(|line| line.starts_with("MemAvailable:"))?;
-    let mut fields = line.split_whitespace().skip(1);
-    let value: u64 = fields.next()?.parse().ok()?;
-    let unit = match fields.next() {
-        Some("kB") | Some("KB") => 1024,
-        None => 1,
-        Some(_) => return None,
-    };
-    value.checked_mul(unit)
-}
-
 /// Refuses a run whose estimated peak, `needed` bytes on this machine, exceeds `available`
 /// (`None`: unknown, nothing refused). `what` says what needs it, for the message.
 pub fn check_memory(needed: u64, available: Option<u64>, what: &str) -> Result<(), String> {
@@ -237,7 +216,7 @@ pub fn check_job_memory(per_process: u64, what: &str) -> Result<(), Option<Strin
     use mpi::traits::CommunicatorCollectives;
     let node = crate::node_local_rank().map_err(|error| Some(error.to_string()))?;
     let needed = per_process.saturating_mul(node.ranks as u64);
-    let mine = check_memory(needed, mem_available(), what);
+    let mine = check_memory(needed, ruccl_host::mem_available(), what);
     let refused_here = u32::from(mine.is_err());
     let mut refused = 0u32;
     {
@@ -552,8 +531,6 @@ mod tests {
 
     #[test]
     fn memory_beyond_what_is_available_is_refused() {
-        let text = "MemTotal: 24000000 kB\nMemAvailable:   2048 kB\n";
-        assert_eq!(parse_mem_available(text), Some(2048 * 1024));
         assert!(check_memory(4 << 20, Some(2 << 20), "-e 1M").is_err());
         assert!(check_memory(1 << 20, Some(2 << 20), "-e 1M").is_ok());
         assert!(check_memory(u64::MAX, None, "-e 1M").is_ok());

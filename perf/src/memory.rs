@@ -5,6 +5,7 @@
 //! figures.
 
 use crate::collectives::Counts;
+use ruccl_host::mem_available;
 use std::fmt;
 
 /// Host copies of the larger of a rank's input and output that a measurement on the simulated
@@ -213,27 +214,6 @@ fn parse_status_kib(text: &str, key: &str) -> Option<u64> {
     value.checked_mul(1024)
 }
 
-/// `MemAvailable` of `/proc/meminfo`, in bytes.
-pub fn mem_available() -> Option<u64> {
-    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
-    parse_mem_available(&text)
-}
-
-/// `MemAvailable` of a `/proc/meminfo` text, in bytes.
-pub fn parse_mem_available(text: &str) -> Option<u64> {
-    let line = text
-        .lines()
-        .find(|line| line.starts_with("MemAvailable:"))?;
-    let mut fields = line.split_whitespace().skip(1);
-    let value: u64 = fields.next()?.parse().ok()?;
-    let unit = match fields.next() {
-        Some("kB") | Some("KB") => 1024,
-        None => 1,
-        Some(_) => return None,
-    };
-    value.checked_mul(unit)
-}
-
 /// The estimated peak of one measurement: `world` ranks, each holding `copies` copies of the
 /// larger of its input and output (`counts`, elements of `element_size` bytes), plus
 /// `extra_per_rank` bytes (a batch of inputs made ahead), plus the plans and traffic records.
@@ -272,13 +252,6 @@ pub fn human(bytes: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn mem_available_is_read_in_kibibytes() {
-        let text = "MemTotal:       24000000 kB\nMemFree:  100 kB\nMemAvailable:   2048 kB\n";
-        assert_eq!(parse_mem_available(text), Some(2 << 20));
-        assert_eq!(parse_mem_available("MemTotal: 5 kB\n"), None);
-    }
 
     #[test]
     fn the_estimate_grows_with_the_size_and_the_world() {
