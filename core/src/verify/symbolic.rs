@@ -2,7 +2,7 @@
 //! a hash-consed expression DAG instead of a number.
 
 use super::ScheduleViolation;
-use crate::{Collective, Plan, Step, StepViolation};
+use crate::{Collective, Plan, Step};
 use std::collections::{HashMap, HashSet};
 use std::hash::{BuildHasherDefault, Hasher};
 
@@ -25,8 +25,6 @@ struct Combine {
 struct Pending {
     /// `1 + s` while step `s` is the current one and something arrived; stale otherwise.
     stamp: usize,
-    /// The last sender.
-    from: usize,
     /// The fold so far (or the overwriting value).
     value: usize,
     /// Whether the receiver's own value is folded in already.
@@ -151,33 +149,15 @@ impl Symbolic {
                 let element = target;
                 let at = self.at(to, element);
                 let arrival = &mut self.arrivals[at];
+                // `check_rules` refused a second writer of an overwriting step and a sender
+                // folded into one element twice, so a repeat arrival is another sender's fold.
                 if arrival.stamp != stamp {
                     *arrival = Pending {
                         stamp,
-                        from,
                         value: UNSET,
                         own_folded: false,
                     };
                     touched.push(at);
-                } else if !step.combine {
-                    return Err(ScheduleViolation::BrokenStep {
-                        step: index,
-                        violation: StepViolation::DoubleWrite {
-                            rank: to,
-                            element,
-                            first: arrival.from,
-                            second: from,
-                        },
-                    });
-                } else if arrival.from == from {
-                    return Err(ScheduleViolation::BrokenStep {
-                        step: index,
-                        violation: StepViolation::DuplicateSource {
-                            rank: to,
-                            element,
-                            from,
-                        },
-                    });
                 }
                 let pending = self.arrivals[at];
                 let mut folded = pending.value;
@@ -195,7 +175,6 @@ impl Symbolic {
                 }
                 self.arrivals[at] = Pending {
                     stamp,
-                    from,
                     value: folded,
                     own_folded,
                 };
