@@ -6,9 +6,10 @@
 # hierarchical communicator's (uneven local rank counts: 2 + 1, 1 + 2 + 1) — and communicators
 # sharing one engine concurrently (every result checked, never a wrong `Ok`), the process-death
 # checks (plain `mpirun` ends the job; under `--enable-recovery` every survivor gets one error
-# within its timeout + 1 s, on both engines), smoke runs and the guards of both perf tools, and
-# the meeting's loom and shuttle models with their planted slips (run-models.sh). Needs Open MPI
-# and libclang (mpi/README.md, "Install"). Exits non-zero on any failure; every mpirun runs under `timeout`,
+# within its timeout + 1 s, on both engines; and the same of both perf tools, a process killed
+# between two generations and during the tools' own bookkeeping), smoke runs and the guards of
+# both perf tools, and the meeting's loom and shuttle models with their planted slips
+# (run-models.sh). Needs Open MPI and libclang (mpi/README.md, "Install"). Exits non-zero on any failure; every mpirun runs under `timeout`,
 # and every wait inside the tests has a deadline, so nothing hangs.
 #
 #   mpi/run-tests.sh                        everything
@@ -107,9 +108,17 @@ fi
 
 # Under --enable-recovery mpirun keeps the survivors alive (Open MPI 4.1 has no ULFM: nothing
 # tells them of the death) and exits 0 whatever the processes return, so each process's exit
-# status is echoed by a wrapper.
+# status is echoed by a wrapper. A build whose mpirun lacks the option skips these checks.
+recovery=yes
+if ! timeout -k 10 60 mpirun "${mpirun_flags[@]}" --enable-recovery -np 1 true >/dev/null 2>&1; then
+  recovery=
+fi
 for engine in "" --blocking; do
   step "process death under mpirun --enable-recovery ${engine:-(deadlines engine)}: every survivor returns the same error within timeout + 1 s and exits non-zero"
+  if [ -z "$recovery" ]; then
+    echo "SKIP: this Open MPI's mpirun has no --enable-recovery (mpirun --enable-recovery -np 1 true failed)"
+    continue
+  fi
   set +e
   output=$(timeout -k 10 60 mpirun "${mpirun_flags[@]}" --enable-recovery -np 3 \
     sh -c '"$0" "$@"; echo "EXIT $?"' "$hierarchical" --die --timeout 2 $engine 2>&1)
@@ -133,6 +142,62 @@ mpirun_bounded -np 2 target/debug/mpi-allreduce-perf -b 4 -e 1M -f 16 -n 3 -w 1 
   -E mpi,mpi-nb,ruccl-b,ruccl,ruccl-dl >/dev/null
 mpirun_bounded -np 4 target/debug/hierarchical-perf -l 2 -b 4 -e 1M -f 16 -n 3 -w 1 \
   -E mpi,hier,hier-dl,local,mpi-h >/dev/null
+
+# The tools themselves: a process dies where RUCCL_MPI_PERF_DIE says (PROCESS:SITE:GENERATION,
+# SITE an engine or the tool's bookkeeping), timeout -T 2; every survivor must print the same
+# error and exit 1 within -T + 1 s of the death (the dying process prints the time; the wrapper
+# prints each process's exit time).
+tool_death() {
+  local die=$1 what=$2
+  shift 2
+  step "$what under mpirun --enable-recovery -np 3 (RUCCL_MPI_PERF_DIE=$die, -T 2): every survivor prints the same error within 3 s of the death and exits 1"
+  if [ -z "$recovery" ]; then
+    echo "SKIP: this Open MPI's mpirun has no --enable-recovery"
+    return
+  fi
+  set +e
+  output=$(timeout -k 10 60 mpirun "${mpirun_flags[@]}" --enable-recovery -np 3 \
+    -x RUCCL_MPI_PERF_DIE="$die" sh -c '"$0" "$@"; echo "EXIT $? $(date +%s.%N)"' "$@" -T 2 2>&1)
+  local code=$?
+  set -e
+  local died errors texts exits late
+  died=$(sed -n 's/.*RUCCL_MPI_PERF_DIE: dying on purpose .* at \([0-9.]*\) s since the epoch$/\1/p' <<<"$output")
+  errors=$(grep -E '^\[process [0-9]+\] [a-z-]+-perf: ' <<<"$output" || true)
+  texts=$(sed 's/^\[process [0-9]*\] //' <<<"$errors" | sort -u | grep -c . || true)
+  exits=$(sed -n 's/^EXIT \([0-9]*\) \([0-9.]*\)$/\1 \2/p' <<<"$output")
+  echo "$errors"
+  awk -v died="${died:-0}" '{ printf "exit %s, %.2f s after the death\n", $1, $2 - died }' <<<"$exits"
+  late=$(awk -v died="${died:-0}" '$1 == 1 && $2 - died > 3.0' <<<"$exits" | grep -c . || true)
+  if [ "$code" = 124 ] || [ "$code" = 137 ] || [ -z "$died" ] ||
+    [ "$(grep -c . <<<"$errors")" != 2 ] || [ "$texts" != 1 ] ||
+    [ "$(awk '$1 == 1' <<<"$exits" | grep -c .)" != 2 ] ||
+    [ "$(awk '$1 == 134' <<<"$exits" | grep -c .)" != 1 ] || [ "$late" != 0 ]; then
+    echo "$output" >&2
+    echo "expected the planted death, then both survivors to print one error and exit 1 within 3 s of it" >&2
+    exit 1
+  fi
+}
+tool_death 1:hier-dl:5 "hierarchical-perf, a process dies between two hier-dl generations" \
+  target/debug/hierarchical-perf -l 1 -b 4 -e 64K -f 16 -n 3 -w 1 -E hier-dl
+tool_death 1:bookkeeping:7 "hierarchical-perf, a process dies at a bookkeeping barrier" \
+  target/debug/hierarchical-perf -l 1 -b 4 -e 64K -f 16 -n 3 -w 1 -E hier-dl
+tool_death 1:ruccl-dl:5 "mpi-allreduce-perf, a process dies between two ruccl-dl generations" \
+  target/debug/mpi-allreduce-perf -b 4 -e 64K -f 16 -n 3 -w 1 -E ruccl-dl
+tool_death 2:bookkeeping:4 "mpi-allreduce-perf, a process dies at a bookkeeping mean" \
+  target/debug/mpi-allreduce-perf -b 4 -e 64K -f 16 -n 3 -w 1 -E ruccl-dl
+
+step "hierarchical-perf, a process dies under plain mpirun: the job ends promptly, non-zero"
+death_started=$SECONDS
+set +e
+timeout -k 10 60 mpirun "${mpirun_flags[@]}" -np 3 -x RUCCL_MPI_PERF_DIE=1:hier-dl:5 \
+  target/debug/hierarchical-perf -l 1 -b 4 -e 64K -f 16 -n 3 -w 1 -E hier-dl >/dev/null 2>&1
+code=$?
+set -e
+echo "mpirun exited with $code after $((SECONDS - death_started)) s"
+if [ "$code" = 0 ] || [ "$code" = 124 ] || [ "$code" = 137 ] || [ $((SECONDS - death_started)) -ge 30 ]; then
+  echo "expected mpirun to end the job non-zero within seconds" >&2
+  exit 1
+fi
 
 step "perf tools' front end: --help 0, bad options 2, memory beyond the machine 2, a full disk 1, a closed pipe 1 (quietly)"
 expect_exit() {
@@ -158,6 +223,8 @@ for tool in mpi-allreduce-perf hierarchical-perf; do
   expect_exit 2 "$exe" -b 1M -e 8
   expect_exit 2 "$exe" -c abc
   expect_exit 2 "$exe" -x 1
+  expect_exit 2 "$exe" -T 0
+  expect_exit 2 env RUCCL_MPI_PERF_DIE=1:nowhere:0 "$exe"
   expect_exit 2 mpirun_bounded -np 2 "$exe" -b 16G -e 16G
   # Without mpirun (one process), so that the tool itself writes to the file and the pipe.
   expect_exit 1 sh -c '"$0" "$@" >/dev/full' "$exe" -b 4 -e 64K -n 2 -w 1 "${one[@]}"

@@ -60,8 +60,10 @@
 //! | `error`         | [`InterProcessError`], [`LocalFailure`], [`CallDescription`]      |
 //! | `node`          | [`node_local_rank`], [`local_devices`]: a process's devices on its node |
 //! | [`report`]      | the perf binaries' sizes and nccl-tests-style tables              |
+//! | [`bookkeeping`] | the perf binaries' barriers and sums, bounded by their timeout    |
 
 mod agreement;
+pub mod bookkeeping;
 mod buffer;
 mod engine;
 mod error;

@@ -206,34 +206,6 @@ pub fn check_memory(needed: u64, available: Option<u64>, what: &str) -> Result<(
     }
 }
 
-/// [`check_memory`] for a job: every process needs `per_process` bytes at the largest size, and
-/// the processes sharing a node ([`node_local_rank`](crate::node_local_rank)) share its
-/// `MemAvailable`. Agreed over `MPI_COMM_WORLD` (call it on every process, before allocating):
-/// if any node is short, every process gets an error — the text on the first process of that
-/// node, `None` elsewhere.
-pub fn check_job_memory(per_process: u64, what: &str) -> Result<(), Option<String>> {
-    use mpi::collective::SystemOperation;
-    use mpi::traits::CommunicatorCollectives;
-    let node = crate::node_local_rank().map_err(|error| Some(error.to_string()))?;
-    let needed = per_process.saturating_mul(node.ranks as u64);
-    let mine = check_memory(needed, ruccl_host::mem_available(), what);
-    let refused_here = u32::from(mine.is_err());
-    let mut refused = 0u32;
-    {
-        let _mpi = crate::lock_mpi();
-        mpi::topology::SimpleCommunicator::world().all_reduce_into(
-            &refused_here,
-            &mut refused,
-            SystemOperation::max(),
-        );
-    }
-    match (mine, refused) {
-        (Err(message), _) => Err((node.rank == 0).then_some(message)),
-        (Ok(()), 0) => Ok(()),
-        (Ok(()), _) => Err(None),
-    }
-}
-
 /// Bytes as people read them: `512 B`, `1.5 KiB`, `16.0 GiB`.
 pub fn human(bytes: u64) -> String {
     const UNITS: [&str; 6] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];

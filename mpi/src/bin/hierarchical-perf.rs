@@ -12,6 +12,14 @@
 //! others wait in a non-blocking barrier polled every 200 µs (a sleeping waiter, not a
 //! spinning one, so they leave the cores to the active ones).
 //!
+//! Every wait of the tool's own bookkeeping (barriers, means, sums: `ruccl_mpi::bookkeeping`)
+//! is non-blocking and bounded by the timeout `-T` (default 120 s), the one `hier-dl` gives each
+//! call: a process that dies under `mpirun --enable-recovery` while the others wait there, or
+//! in a `hier-dl` generation, is one error on every survivor at its timeout, and the tool
+//! exits 1. (`mpi`, `hier` and `mpi-h` wait without a deadline, as MPI's blocking collectives
+//! do.)
+//! `RUCCL_MPI_PERF_DIE=PROCESS:SITE:GENERATION` plants such a death (`mpi/README.md`).
+//!
 //! Engines (`-E`, comma-separated; the first is what the ratios divide by):
 //!
 //! | engine    | one call                                                                         |
@@ -36,6 +44,9 @@ use ruccl_core::{
     Algorithm, Collective, CollectiveOptions, DeviceId, NativeCommunicator, ParseAlgorithmError,
     ReduceOperation,
 };
+use ruccl_mpi::bookkeeping::{
+    self, Bookkeeping, Countdown, DIE_VARIABLE, Failure, Pace, PlannedDeath, Refused, leave,
+};
 use ruccl_mpi::report::{
     self, EXIT_FAILED, EXIT_OK, EXIT_USAGE, Row, Sweep, Written, format_summary, format_table,
     library_version, parse_size,
@@ -54,7 +65,9 @@ use std::time::{Duration, Instant};
 macro_rules! say {
     ($($arg:tt)*) => {{
         use std::io::Write as _;
-        let _ = writeln!(std::io::stderr().lock(), $($arg)*);
+        // One write of the whole line (see `ruccl_mpi::bookkeeping::leave`).
+        let line = format!("{}\n", format_args!($($arg)*));
+        let _ = std::io::stderr().lock().write_all(line.as_bytes());
     }};
 }
 
@@ -71,6 +84,14 @@ enum Engine {
 }
 
 impl Engine {
+    const ALL: [Engine; 5] = [
+        Engine::Mpi,
+        Engine::Hierarchical,
+        Engine::HierarchicalDeadline,
+        Engine::Local,
+        Engine::MpiActive,
+    ];
+
     fn parse(name: &str) -> Option<Engine> {
         match name {
             "mpi" => Some(Engine::Mpi),
@@ -99,7 +120,7 @@ impl Engine {
                 "ruccl-mpi hierarchical all-reduce, Waiting::Blocking engine, no timeout"
             }
             Engine::HierarchicalDeadline => {
-                "ruccl-mpi hierarchical all-reduce, Waiting::Deadlines engine, 120 s timeout"
+                "ruccl-mpi hierarchical all-reduce, Waiting::Deadlines engine, a timeout on every call (-T)"
             }
             Engine::Local => "ruccl-core all-reduce over each active process's local ranks alone",
             Engine::MpiActive => "MPI_Allreduce over the active processes alone",
@@ -130,18 +151,26 @@ struct Options {
     /// The local phases' algorithm (`hier`, `hier-dl`, `local`).
     algorithm: Algorithm,
     engines: Vec<Engine>,
+    /// The timeout of every `hier-dl` call and of every bookkeeping wait (`-T`).
+    timeout: Duration,
+    /// A planted death (`RUCCL_MPI_PERF_DIE`).
+    death: Option<PlannedDeath>,
 }
 
-const USAGE: &str = "usage: mpirun -np N hierarchical-perf [-l LOCAL] [-b MINBYTES] [-e MAXBYTES] [-f FACTOR] [-n ITERS] [-w WARMUP] [-c 0|1] [-t THREADS] [-S BYTES] [-A ALGORITHM] [-E mpi,hier,hier-dl,local,mpi-h]
+/// The tool's name in its messages.
+const TOOL: &str = "hierarchical-perf";
+
+const USAGE: &str = "usage: mpirun -np N hierarchical-perf [-l LOCAL] [-b MINBYTES] [-e MAXBYTES] [-f FACTOR] [-n ITERS] [-w WARMUP] [-c 0|1] [-t THREADS] [-S BYTES] [-A ALGORITHM] [-T SECONDS] [-E mpi,hier,hier-dl,local,mpi-h]
   N/LOCAL processes drive LOCAL ranks each (N must be a multiple of LOCAL);
   sizes take K, M, G suffixes (powers of 1024); -t: threads of one simulated-device call;
   -S: the size from which all-reduces take the shard route (default: the communicator's, 8M);
   -A: the local phases' algorithm (auto, ring, direct, halving-doubling; default auto);
+  -T: the timeout of every hier-dl call and of every wait of the tool's bookkeeping (default 120);
   defaults: -l 2 -b 4 -e 64M -f 2 -n 20 -w 5 -c 1 -t 1 -E mpi,hier";
 
 /// The options, or `None` for `--help`; a usage error's text.
 fn parse(arguments: &[String]) -> Result<Option<Options>, String> {
-    let tool_flags = ["-l", "-t", "-S", "-A", "-E"];
+    let tool_flags = ["-l", "-t", "-S", "-A", "-T", "-E"];
     let (sweep, flags) = match report::parse_command(arguments, &tool_flags)? {
         report::Command::Help => return Ok(None),
         report::Command::Run { sweep, flags } => (sweep, flags),
@@ -153,6 +182,8 @@ fn parse(arguments: &[String]) -> Result<Option<Options>, String> {
         shards_from: None,
         algorithm: Algorithm::Auto,
         engines: vec![Engine::Mpi, Engine::Hierarchical],
+        timeout: bookkeeping::DEFAULT_TIMEOUT,
+        death: None,
     };
     for (flag, value) in flags {
         let size = || parse_size(&value).ok_or_else(|| format!("bad size `{value}` for {flag}"));
@@ -160,6 +191,10 @@ fn parse(arguments: &[String]) -> Result<Option<Options>, String> {
             "-l" => options.local = size()?,
             "-t" => options.threads = size()?,
             "-S" => options.shards_from = Some(size()?),
+            "-T" => {
+                options.timeout = bookkeeping::parse_seconds(&value)
+                    .ok_or_else(|| format!("bad timeout `{value}` for -T: seconds above 0"))?;
+            }
             "-A" => {
                 options.algorithm = value
                     .parse()
@@ -178,6 +213,8 @@ fn parse(arguments: &[String]) -> Result<Option<Options>, String> {
     if options.local == 0 || options.threads == 0 {
         return Err("-l and -t must be at least 1".to_owned());
     }
+    let sites = Engine::ALL.map(Engine::name);
+    options.death = PlannedDeath::from_env(&sites)?;
     Ok(Some(options))
 }
 
@@ -196,12 +233,12 @@ enum Command {
 }
 
 /// One rank's all-reduce of its tensor, as a worker sees it.
-type Step = Arc<dyn Fn(usize, SimTensor) -> Result<SimTensor, String> + Send + Sync>;
+type Step = Arc<dyn Fn(usize, SimTensor) -> Result<SimTensor, Failure> + Send + Sync>;
 
 /// `L` worker threads, one per local rank, each holding its tensor between commands.
 struct Team {
     commands: Vec<Sender<Command>>,
-    replies: Receiver<Result<Option<Vec<f32>>, String>>,
+    replies: Receiver<Result<Option<Vec<f32>>, Failure>>,
     workers: Vec<JoinHandle<()>>,
 }
 
@@ -253,18 +290,14 @@ impl Team {
     }
 
     /// Sends `command` to every worker and waits for every reply; the outputs, by arrival.
-    fn order(&self, command: impl Fn() -> Command) -> Result<Vec<Vec<f32>>, String> {
+    fn order(&self, command: impl Fn() -> Command) -> Result<Vec<Vec<f32>>, Failure> {
+        let gone = || Failure::here("a worker is gone");
         for sender in &self.commands {
-            sender
-                .send(command())
-                .map_err(|_| "a worker is gone".to_owned())?;
+            sender.send(command()).map_err(|_| gone())?;
         }
         let mut outputs = Vec::new();
         for _ in &self.commands {
-            let reply = self
-                .replies
-                .recv()
-                .map_err(|_| "a worker is gone".to_owned())?;
+            let reply = self.replies.recv().map_err(|_| gone())?;
             outputs.extend(reply?);
         }
         Ok(outputs)
@@ -288,6 +321,10 @@ fn element(rank: usize, index: usize) -> f32 {
 /// The runner's communicators.
 struct Bench {
     runtime: MpiRuntime,
+    /// Barriers, means and sums, every wait bounded by `-T`.
+    bookkeeping: Bookkeeping,
+    /// Each engine's calls on this process (`Engine::ALL` order), for a planted death.
+    countdowns: Vec<Arc<Countdown>>,
     world: SimpleCommunicator,
     /// The active processes (`None` on the others).
     active: Option<SimpleCommunicator>,
@@ -301,6 +338,12 @@ struct Bench {
 impl Bench {
     fn is_active(&self) -> bool {
         self.active.is_some()
+    }
+
+    /// `engine`'s call counter on this process.
+    fn countdown(&self, engine: Engine) -> Arc<Countdown> {
+        let index = Engine::ALL.iter().position(|e| *e == engine).unwrap_or(0);
+        Arc::clone(&self.countdowns[index])
     }
 
     /// The first global rank of this process's local ranks.
@@ -326,45 +369,60 @@ impl Bench {
                 };
                 let mut call = CollectiveOptions::default().with_algorithm(options.algorithm);
                 if engine == Engine::HierarchicalDeadline {
-                    call = call.with_timeout(Duration::from_secs(120));
+                    call = call.with_timeout(options.timeout);
                 }
+                let countdown = self.countdown(engine);
+                // The communicator's errors are agreed: every rank of every process gets the
+                // same (a dead peer: each survivor's timeout).
                 Arc::new(move |rank, tensor| {
+                    if rank == 0 {
+                        countdown.tick();
+                    }
                     communicator
                         .collective(rank, tensor, sum, call)
-                        .map_err(|error| error.to_string())
+                        .map_err(|error| Failure::everywhere(error.to_string()))
                 })
             }
             Engine::Local => {
                 let communicator = Arc::clone(&self.local);
                 let call = CollectiveOptions::default().with_algorithm(options.algorithm);
+                let countdown = self.countdown(engine);
+                // The local ranks agree; the other processes know nothing of it.
                 Arc::new(move |rank, tensor| {
+                    if rank == 0 {
+                        countdown.tick();
+                    }
                     communicator
                         .collective(rank, tensor, sum, call)
-                        .map_err(|error| error.to_string())
+                        .map_err(|error| Failure::here(error.to_string()))
                 })
             }
         };
         Some(Team::new(options.local, pattern, step))
     }
 
-    /// `calls` MPI_Allreduce of `buffer` (in place of `scratch`) on `communicator`.
+    /// `calls` MPI_Allreduce of `buffer` (in place of `scratch`) on `communicator`, each
+    /// counted by `countdown`.
     fn mpi_calls(
         communicator: &SimpleCommunicator,
+        countdown: &Countdown,
         buffer: &mut Vec<f32>,
         scratch: &mut Vec<f32>,
         calls: usize,
     ) {
         let _mpi = lock_mpi();
         for _ in 0..calls {
+            countdown.tick();
             communicator.all_reduce_into(&buffer[..], &mut scratch[..], SystemOperation::sum());
             std::mem::swap(buffer, scratch);
         }
     }
 
     /// Every engine at one size: warm-up, the timed calls in rounds taking turns, one check.
-    fn measure(&self, bytes: usize, options: &Options) -> Result<Vec<Row>, (Engine, String)> {
+    fn measure(&self, bytes: usize, options: &Options) -> Result<Vec<Row>, Failure> {
         let count = (bytes / 4).max(1);
         let engines = &options.engines;
+        let at = |engine: Engine| format!("{} at {bytes} B", engine.name());
         let teams: Vec<Option<Team>> = engines
             .iter()
             .map(|engine| {
@@ -377,17 +435,21 @@ impl Bench {
             .collect();
         let fresh: Vec<f32> = (0..count).map(|i| element(self.process, i)).collect();
         let (mut buffer, mut scratch) = (fresh.clone(), vec![0f32; count]);
+        let (mpi, mpi_active) = (
+            self.countdown(Engine::Mpi),
+            self.countdown(Engine::MpiActive),
+        );
         let run = |engine: Engine,
                    team: &Option<Team>,
                    buffer: &mut Vec<f32>,
                    scratch: &mut Vec<f32>,
                    calls: usize|
-         -> Result<(), String> {
+         -> Result<(), Failure> {
             match (engine, team) {
-                (Engine::Mpi, _) => Self::mpi_calls(&self.world, buffer, scratch, calls),
+                (Engine::Mpi, _) => Self::mpi_calls(&self.world, &mpi, buffer, scratch, calls),
                 (Engine::MpiActive, _) => {
                     if let Some(active) = &self.active {
-                        Self::mpi_calls(active, buffer, scratch, calls);
+                        Self::mpi_calls(active, &mpi_active, buffer, scratch, calls);
                     }
                 }
                 (_, Some(team)) => {
@@ -409,19 +471,21 @@ impl Bench {
                     + usize::from(round < options.sweep.iterations % rounds)
             };
             for (index, engine) in engines.iter().enumerate() {
-                self.barrier();
+                self.bookkeeping
+                    .barrier(Pace::Prompt)
+                    .map_err(|error| Failure::from(error).context(format!("at {bytes} B")))?;
                 let runs_here = engine.everywhere() || self.is_active();
                 let started = Instant::now();
                 if runs_here {
                     run(*engine, &teams[index], &mut buffer, &mut scratch, calls)
-                        .map_err(|error| (*engine, error))?;
+                        .map_err(|error| error.context(at(*engine)))?;
                 }
                 let took = started.elapsed();
                 if round > 0 {
                     elapsed[index] += took;
                 }
                 if !engine.everywhere() {
-                    self.sleepy_barrier();
+                    self.idle_barrier(bytes)?;
                 }
             }
         }
@@ -429,18 +493,23 @@ impl Bench {
         for (index, engine) in engines.iter().enumerate() {
             let runs_here = engine.everywhere() || self.is_active();
             let mean = elapsed[index].as_secs_f64() / options.sweep.iterations as f64;
-            let seconds = self.average(if runs_here { Some(mean) } else { None });
+            let seconds = self
+                .bookkeeping
+                .average(if runs_here { Some(mean) } else { None })
+                .map_err(|error| Failure::from(error).context(format!("at {bytes} B")))?;
             let mut wrong = 0u64;
             if options.sweep.check && runs_here {
                 let world = engine.world(options, self.processes);
                 // Every engine's ranks are numbered from 0 in its own world.
                 let expected = |i: usize| -> f32 { (0..world).map(|rank| element(rank, i)).sum() };
                 let outputs: Vec<Vec<f32>> = match (&teams[index], engine) {
-                    (Some(team), _) => team.order(|| Command::Check).map_err(|e| (*engine, e))?,
+                    (Some(team), _) => team
+                        .order(|| Command::Check)
+                        .map_err(|error| error.context(at(*engine)))?,
                     (None, Engine::Mpi) => {
                         let (mut buffer, mut scratch) =
                             (self.pattern(count, self.process), vec![0f32; count]);
-                        Self::mpi_calls(&self.world, &mut buffer, &mut scratch, 1);
+                        Self::mpi_calls(&self.world, &mpi, &mut buffer, &mut scratch, 1);
                         vec![buffer]
                     }
                     (None, _) => {
@@ -448,7 +517,7 @@ impl Bench {
                         let (mut buffer, mut scratch) =
                             (self.pattern(count, rank), vec![0f32; count]);
                         if let Some(active) = &self.active {
-                            Self::mpi_calls(active, &mut buffer, &mut scratch, 1);
+                            Self::mpi_calls(active, &mpi_active, &mut buffer, &mut scratch, 1);
                         }
                         vec![buffer]
                     }
@@ -463,12 +532,16 @@ impl Bench {
                 }
             }
             if !engine.everywhere() {
-                self.sleepy_barrier();
+                self.idle_barrier(bytes)?;
             }
+            let wrong = self
+                .bookkeeping
+                .sum(wrong)
+                .map_err(|error| Failure::from(error).context(format!("at {bytes} B")))?;
             rows.push(Row {
                 bytes: count * 4,
                 seconds,
-                wrong: self.sum(wrong),
+                wrong,
             });
         }
         drop(teams);
@@ -479,50 +552,12 @@ impl Bench {
         (0..count).map(|i| element(rank, i)).collect()
     }
 
-    fn barrier(&self) {
-        let _mpi = lock_mpi();
-        self.world.barrier();
-    }
-
-    /// A barrier of every process, waited for with 200 µs sleeps (so that processes with nothing
-    /// to do leave the cores to the others).
-    fn sleepy_barrier(&self) {
-        let request = {
-            let _mpi = lock_mpi();
-            self.world.immediate_barrier()
-        };
-        let mut request = Some(request);
-        while let Some(pending) = request.take() {
-            let tested = {
-                let _mpi = lock_mpi();
-                pending.test()
-            };
-            match tested {
-                Ok(_) => break,
-                Err(pending) => {
-                    request = Some(pending);
-                    std::thread::sleep(Duration::from_micros(200));
-                }
-            }
-        }
-    }
-
-    /// The mean of `value` over the processes that have one.
-    fn average(&self, value: Option<f64>) -> f64 {
-        let mine = [value.unwrap_or(0.0), f64::from(u8::from(value.is_some()))];
-        let mut sum = [0f64; 2];
-        let _mpi = lock_mpi();
-        self.world
-            .all_reduce_into(&mine[..], &mut sum[..], SystemOperation::sum());
-        if sum[1] > 0.0 { sum[0] / sum[1] } else { 0.0 }
-    }
-
-    fn sum(&self, value: u64) -> u64 {
-        let mut sum = 0u64;
-        let _mpi = lock_mpi();
-        self.world
-            .all_reduce_into(&value, &mut sum, SystemOperation::sum());
-        sum
+    /// The barrier after a round the active processes ran alone: the others sleep between
+    /// polls, leaving them the cores.
+    fn idle_barrier(&self, bytes: usize) -> Result<(), Failure> {
+        self.bookkeeping
+            .barrier(Pace::Sleepy)
+            .map_err(|error| Failure::from(error).context(format!("at {bytes} B")))
     }
 }
 
@@ -557,34 +592,57 @@ fn main() -> ExitCode {
         }
         return ExitCode::from(EXIT_USAGE);
     }
-    let largest = options.sweep.sizes().last().copied().unwrap_or(4);
-    let what = format!("-e {largest} B (-l {})", options.local);
-    if let Err(message) = report::check_job_memory(per_process(largest, options.local), &what) {
-        if let Some(message) = message {
-            say!("[process {process}] hierarchical-perf: {message}");
+    if let Some(death) = options.death.as_ref().filter(|d| d.process >= processes) {
+        if process == 0 {
+            say!(
+                "hierarchical-perf: {DIE_VARIABLE} names process {}, the job has {processes}",
+                death.process
+            );
         }
         return ExitCode::from(EXIT_USAGE);
     }
-    match setup(runtime, &options) {
-        Ok(bench) => run(&bench, &options),
+    let bookkeeping = match Bookkeeping::new(&runtime, options.timeout, options.death.as_ref()) {
+        Ok(bookkeeping) => bookkeeping,
         Err(error) => {
-            say!("[process {process}] {error}");
-            ExitCode::from(EXIT_FAILED)
+            let failure = Failure::everywhere(format!("cannot start the bookkeeping: {error}"));
+            leave(&runtime, TOOL, &failure)
         }
+    };
+    let largest = options.sweep.sizes().last().copied().unwrap_or(4);
+    let what = format!("-e {largest} B (-l {})", options.local);
+    match bookkeeping.check_job_memory(per_process(largest, options.local), &what) {
+        Ok(()) => {}
+        Err(Refused::Usage(message)) => {
+            if let Some(message) = message {
+                say!("[process {process}] hierarchical-perf: {message}");
+            }
+            return ExitCode::from(EXIT_USAGE);
+        }
+        Err(Refused::Failed(failure)) => leave(&runtime, TOOL, &failure),
+    }
+    match setup(runtime.clone(), bookkeeping, &options) {
+        Ok(bench) => run(&bench, &options),
+        Err(failure) => leave(&runtime, TOOL, &failure),
     }
 }
 
-fn setup(runtime: MpiRuntime, options: &Options) -> Result<Bench, String> {
+fn setup(
+    runtime: MpiRuntime,
+    bookkeeping: Bookkeeping,
+    options: &Options,
+) -> Result<Bench, Failure> {
     let (process, processes) = (runtime.process(), runtime.processes());
     let active = process % options.local == 0;
     let color = active.then_some(0u16);
-    let setup = Some(Instant::now() + Duration::from_secs(60));
+    let setup = Some(Instant::now() + options.timeout);
+    // Setup errors are agreed, or each process's own deadline.
+    let failed = |error: &dyn std::fmt::Display| Failure::everywhere(format!("setup: {error}"));
     let blocking = runtime
         .split(color, Waiting::Blocking, None)
-        .map_err(|error| error.to_string())?;
+        .map_err(|error| failed(&error))?;
     let deadlines = runtime
         .split(color, Waiting::Deadlines, setup)
-        .map_err(|error| error.to_string())?;
+        .map_err(|error| failed(&error))?;
     let world = runtime.world();
     let active_world = {
         let _mpi = lock_mpi();
@@ -618,13 +676,25 @@ fn setup(runtime: MpiRuntime, options: &Options) -> Result<Bench, String> {
                     deadline,
                 )
                 .map(Arc::new)
-                .map_err(|error| error.to_string())
+                .map_err(|error| failed(&error))
             })
             .transpose()
     };
-    let local = NativeCommunicator::new(devices.clone(), device.clone())
-        .map_err(|error| error.to_string())?;
+    let local =
+        NativeCommunicator::new(devices.clone(), device.clone()).map_err(|error| failed(&error))?;
+    let countdowns = Engine::ALL
+        .iter()
+        .map(|engine| {
+            Arc::new(Countdown::new(
+                options.death.as_ref(),
+                process,
+                engine.name(),
+            ))
+        })
+        .collect();
     Ok(Bench {
+        bookkeeping,
+        countdowns,
         hierarchical: hierarchical(blocking, None)?,
         deadline: hierarchical(deadlines, setup)?,
         local: Arc::new(local),
@@ -639,18 +709,13 @@ fn setup(runtime: MpiRuntime, options: &Options) -> Result<Bench, String> {
 fn run(bench: &Bench, options: &Options) -> ExitCode {
     let sizes = options.sweep.sizes();
     let measured = report::sweep(&sizes, options.engines.len(), |bytes| {
-        bench
-            .measure(bytes, options)
-            .map_err(|(engine, error)| format!("{} at {bytes} B: {error}", engine.name()))
+        bench.measure(bytes, options)
     });
     let tables = match measured {
         Ok(tables) => tables,
-        Err(error) => {
-            // A generation failed here: the others may be waiting in it, so end the job
-            // (every process exits non-zero).
-            say!("[process {}] {error}", bench.process);
-            bench.runtime.abort_job(i32::from(EXIT_FAILED));
-        }
+        // Every process exits non-zero: each with the agreed error or its own timeout, or the
+        // job ends (a failure of this process alone).
+        Err(failure) => leave(&bench.runtime, TOOL, &failure),
     };
     let wrong: u64 = tables.iter().flatten().map(|row| row.wrong).sum();
     let mut code = if wrong == 0 { EXIT_OK } else { EXIT_FAILED };
@@ -683,9 +748,10 @@ fn format_tables(options: &Options, processes: usize, tables: &[Vec<Row>]) -> St
         let heading = [
             format!("hierarchical-perf: {} ({version})", engine.describe()),
             format!(
-                "{layout}; nRanks {} {}",
+                "{layout}; nRanks {} {} timeout: {} s",
                 engine.world(options, processes),
-                options.sweep.describe()
+                options.sweep.describe(),
+                options.timeout.as_secs_f64()
             ),
         ];
         out.push_str(&format_table(

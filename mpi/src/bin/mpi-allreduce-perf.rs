@@ -21,10 +21,20 @@
 //! them); `time` is the mean per call, averaged over the processes (nccl-tests' default, `-a 1`).
 //! `algbw = bytes / time`, `busbw = algbw · 2(P-1)/P`. `#wrong` counts
 //! the elements, over all processes, that differ from the reference after one checked call.
+//!
+//! Every wait of the tool's own bookkeeping (barriers, means, sums: `ruccl_mpi::bookkeeping`)
+//! is non-blocking and bounded by the timeout `-T` (default 120 s), the deadline `ruccl-dl`
+//! gives each call: a process that dies under `mpirun --enable-recovery` while the others wait
+//! there, or in a `ruccl-dl` generation, is one error on every survivor at its timeout, and the
+//! tool exits 1. (`mpi`, `mpi-nb`, `ruccl-b` and `ruccl` wait without a deadline.)
+//! `RUCCL_MPI_PERF_DIE=PROCESS:SITE:GENERATION` plants such a death (`mpi/README.md`).
 
 use mpi::collective::SystemOperation;
 use mpi::traits::CommunicatorCollectives;
 use ruccl_core::ReduceOperation;
+use ruccl_mpi::bookkeeping::{
+    self, Bookkeeping, Countdown, DIE_VARIABLE, Failure, Pace, PlannedDeath, Refused, leave,
+};
 use ruccl_mpi::report::{
     self, Command, EXIT_FAILED, EXIT_OK, EXIT_USAGE, Row, Sweep, Written, format_summary,
     format_table, library_version,
@@ -37,7 +47,9 @@ use std::time::{Duration, Instant};
 macro_rules! say {
     ($($arg:tt)*) => {{
         use std::io::Write as _;
-        let _ = writeln!(std::io::stderr().lock(), $($arg)*);
+        // One write of the whole line (see `ruccl_mpi::bookkeeping::leave`).
+        let line = format!("{}\n", format_args!($($arg)*));
+        let _ = std::io::stderr().lock().write_all(line.as_bytes());
     }};
 }
 
@@ -54,6 +66,14 @@ enum Engine {
 }
 
 impl Engine {
+    const ALL: [Engine; 5] = [
+        Engine::Blocking,
+        Engine::NonBlocking,
+        Engine::RucclBlocking,
+        Engine::Ruccl,
+        Engine::RucclDeadline,
+    ];
+
     fn parse(name: &str) -> Option<Engine> {
         match name {
             "mpi" => Some(Engine::Blocking),
@@ -95,27 +115,43 @@ impl Engine {
 struct Options {
     sweep: Sweep,
     engines: Vec<Engine>,
+    /// The deadline of every `ruccl-dl` call and of every bookkeeping wait, from its start (`-T`).
+    timeout: Duration,
+    /// A planted death (`RUCCL_MPI_PERF_DIE`).
+    death: Option<PlannedDeath>,
 }
 
-const USAGE: &str = "usage: mpi-allreduce-perf [-b MINBYTES] [-e MAXBYTES] [-f FACTOR] [-n ITERS] [-w WARMUP] [-c 0|1] [-E mpi,mpi-nb,ruccl-b,ruccl,ruccl-dl]
-  sizes take K, M, G suffixes (powers of 1024); defaults: -b 4 -e 64M -f 2 -n 20 -w 5 -c 1 -E mpi";
+/// The tool's name in its messages.
+const TOOL: &str = "mpi-allreduce-perf";
+
+const USAGE: &str = "usage: mpi-allreduce-perf [-b MINBYTES] [-e MAXBYTES] [-f FACTOR] [-n ITERS] [-w WARMUP] [-c 0|1] [-T SECONDS] [-E mpi,mpi-nb,ruccl-b,ruccl,ruccl-dl]
+  sizes take K, M, G suffixes (powers of 1024); -T: the timeout of every ruccl-dl call and of
+  every wait of the tool's bookkeeping; defaults: -b 4 -e 64M -f 2 -n 20 -w 5 -c 1 -T 120 -E mpi";
 
 /// The options, or `None` for `--help`; a usage error's text.
 fn parse(arguments: &[String]) -> Result<Option<Options>, String> {
-    let (sweep, flags) = match report::parse_command(arguments, &["-E"])? {
+    let (sweep, flags) = match report::parse_command(arguments, &["-E", "-T"])? {
         Command::Help => return Ok(None),
         Command::Run { sweep, flags } => (sweep, flags),
     };
     let mut options = Options {
         sweep,
         engines: vec![Engine::Blocking],
+        timeout: bookkeeping::DEFAULT_TIMEOUT,
+        death: None,
     };
-    for (_, value) in flags {
+    for (flag, value) in flags {
+        if flag == "-T" {
+            options.timeout = bookkeeping::parse_seconds(&value)
+                .ok_or_else(|| format!("bad timeout `{value}` for -T: seconds above 0"))?;
+            continue;
+        }
         options.engines = value
             .split(',')
             .map(|name| Engine::parse(name).ok_or_else(|| format!("unknown engine `{name}`")))
             .collect::<Result<_, _>>()?;
     }
+    options.death = PlannedDeath::from_env(&Engine::ALL.map(Engine::name))?;
     Ok(Some(options))
 }
 
@@ -128,6 +164,12 @@ fn per_process(bytes: usize) -> u64 {
 /// The runner: the world communicator for the baselines, a ruCCL communicator, this process.
 struct Bench {
     runtime: MpiRuntime,
+    /// Barriers, means and sums, every wait bounded by `-T`.
+    bookkeeping: Bookkeeping,
+    /// Each engine's calls on this process (`Engine::ALL` order), for a planted death.
+    countdowns: Vec<Countdown>,
+    /// `ruccl-dl`'s deadline per call (`-T`).
+    timeout: Duration,
     ruccl: MpiInterProcess,
     ruccl_blocking: MpiInterProcess,
     process: usize,
@@ -136,13 +178,16 @@ struct Bench {
 
 impl Bench {
     /// Runs `calls` all-reduces of `send` with `engine`, returning the last output.
-    fn run(&self, engine: Engine, send: &[f32], calls: usize) -> Result<Vec<f32>, String> {
+    fn run(&self, engine: Engine, send: &[f32], calls: usize) -> Result<Vec<f32>, Failure> {
         let mut receive = vec![0f32; send.len()];
+        let index = Engine::ALL.iter().position(|e| *e == engine).unwrap_or(0);
+        let countdown = &self.countdowns[index];
         match engine {
             Engine::Blocking => {
                 let world = self.runtime.world();
                 let _mpi = lock_mpi();
                 for _ in 0..calls {
+                    countdown.tick();
                     world.all_reduce_into(send, &mut receive[..], SystemOperation::sum());
                 }
             }
@@ -150,6 +195,7 @@ impl Bench {
                 let world = self.runtime.world();
                 let _mpi = lock_mpi();
                 for _ in 0..calls {
+                    countdown.tick();
                     mpi::request::scope(|scope| {
                         let mut request = world.immediate_all_reduce_into(
                             scope,
@@ -171,19 +217,22 @@ impl Bench {
                     Engine::RucclBlocking => &self.ruccl_blocking,
                     _ => &self.ruccl,
                 };
-                let timeout = (engine == Engine::RucclDeadline).then_some(Duration::from_secs(120));
+                let timeout = (engine == Engine::RucclDeadline).then_some(self.timeout);
                 // The first call's input is the pattern; later calls feed back the output (no
                 // copy per call, and the spare buffer is reused as MPI_Allreduce reuses its
                 // receive buffer).
                 let mut buffer = HostValues::F32(send.to_vec());
                 for _ in 0..calls {
+                    countdown.tick();
+                    // The engine's errors are agreed: every process gets the same (a dead
+                    // peer: each survivor's timeout).
                     buffer = communicator
                         .all_reduce(
                             Ok(buffer),
                             ReduceOperation::Sum,
                             timeout.map(|timeout| Instant::now() + timeout),
                         )
-                        .map_err(|error| error.to_string())?;
+                        .map_err(|error| Failure::everywhere(error.to_string()))?;
                 }
                 if let HostValues::F32(values) = buffer {
                     receive = values;
@@ -193,31 +242,13 @@ impl Bench {
         Ok(receive)
     }
 
-    /// The mean of `value` over all processes.
-    fn average(&self, value: f64) -> f64 {
-        let mut sum = 0f64;
-        let _mpi = lock_mpi();
-        self.runtime
-            .world()
-            .all_reduce_into(&value, &mut sum, SystemOperation::sum());
-        sum / self.processes as f64
-    }
-
-    /// The sum of `value` over all processes.
-    fn sum(&self, value: u64) -> u64 {
-        let mut sum = 0u64;
-        let _mpi = lock_mpi();
-        self.runtime
-            .world()
-            .all_reduce_into(&value, &mut sum, SystemOperation::sum());
-        sum
-    }
-
     /// Every engine at one size: warm-up, then the timed calls in [`ROUNDS`] rounds that take
     /// turns between the engines (a noisy stretch of a shared machine then hits all engines,
     /// not just the one whose turn it was), then one checked call each.
-    fn measure(&self, bytes: usize, options: &Options) -> Result<Vec<Row>, (Engine, String)> {
+    fn measure(&self, bytes: usize, options: &Options) -> Result<Vec<Row>, Failure> {
         let count = (bytes / 4).max(1);
+        let at = |engine: &Engine| format!("{} at {bytes} B", engine.name());
+        let bookkeeping = |error| Failure::from(error).context(format!("at {bytes} B"));
         // Process p's element i: small integers, so every sum is exact.
         let pattern =
             |p: usize| -> Vec<f32> { (0..count).map(|i| ((p + i) % 7) as f32 - 3.0).collect() };
@@ -225,7 +256,7 @@ impl Bench {
         let engines = &options.engines;
         for engine in engines {
             self.run(*engine, &send, options.sweep.warmup)
-                .map_err(|e| (*engine, e))?;
+                .map_err(|error| error.context(at(engine)))?;
         }
         let rounds = ROUNDS.min(options.sweep.iterations);
         let mut elapsed = vec![Duration::ZERO; engines.len()];
@@ -234,19 +265,24 @@ impl Bench {
             let calls = options.sweep.iterations / rounds
                 + usize::from(round < options.sweep.iterations % rounds);
             for (engine, elapsed) in engines.iter().zip(elapsed.iter_mut()) {
-                self.barrier();
+                self.bookkeeping
+                    .barrier(Pace::Prompt)
+                    .map_err(bookkeeping)?;
                 let started = Instant::now();
-                self.run(*engine, &send, calls).map_err(|e| (*engine, e))?;
+                self.run(*engine, &send, calls)
+                    .map_err(|error| error.context(at(engine)))?;
                 *elapsed += started.elapsed();
             }
         }
         let mut rows = Vec::new();
         for (engine, elapsed) in engines.iter().zip(elapsed) {
             let mean = elapsed.as_secs_f64() / options.sweep.iterations as f64;
-            let seconds = self.average(mean);
+            let seconds = self.bookkeeping.average(Some(mean)).map_err(bookkeeping)?;
             let mut wrong = 0u64;
             if options.sweep.check {
-                let output = self.run(*engine, &send, 1).map_err(|e| (*engine, e))?;
+                let output = self
+                    .run(*engine, &send, 1)
+                    .map_err(|error| error.context(at(engine)))?;
                 let expected = |i: usize| -> f32 {
                     (0..self.processes)
                         .map(|p| ((p + i) % 7) as f32 - 3.0)
@@ -259,18 +295,14 @@ impl Bench {
                     .count() as u64;
                 wrong += u64::from(output.len() != count);
             }
+            let wrong = self.bookkeeping.sum(wrong).map_err(bookkeeping)?;
             rows.push(Row {
                 bytes: count * 4,
                 seconds,
-                wrong: self.sum(wrong),
+                wrong,
             });
         }
         Ok(rows)
-    }
-
-    fn barrier(&self) {
-        let _mpi = lock_mpi();
-        self.runtime.world().barrier();
     }
 }
 
@@ -295,29 +327,55 @@ fn main() -> ExitCode {
             return ExitCode::from(EXIT_FAILED);
         }
     };
-    let largest = options.sweep.sizes().last().copied().unwrap_or(4);
-    let what = format!("-e {largest} B ({} processes)", runtime.processes());
-    if let Err(message) = report::check_job_memory(per_process(largest), &what) {
-        if let Some(message) = message {
+    let (process, processes) = (runtime.process(), runtime.processes());
+    if let Some(death) = options.death.as_ref().filter(|d| d.process >= processes) {
+        if process == 0 {
             say!(
-                "[process {}] mpi-allreduce-perf: {message}",
-                runtime.process()
+                "mpi-allreduce-perf: {DIE_VARIABLE} names process {}, the job has {processes}",
+                death.process
             );
         }
         return ExitCode::from(EXIT_USAGE);
     }
-    let setup = Some(Instant::now() + Duration::from_secs(60));
+    let bookkeeping = match Bookkeeping::new(&runtime, options.timeout, options.death.as_ref()) {
+        Ok(bookkeeping) => bookkeeping,
+        Err(error) => {
+            let failure = Failure::everywhere(format!("cannot start the bookkeeping: {error}"));
+            leave(&runtime, TOOL, &failure)
+        }
+    };
+    let largest = options.sweep.sizes().last().copied().unwrap_or(4);
+    let what = format!("-e {largest} B ({processes} processes)");
+    match bookkeeping.check_job_memory(per_process(largest), &what) {
+        Ok(()) => {}
+        Err(Refused::Usage(message)) => {
+            if let Some(message) = message {
+                say!("[process {process}] mpi-allreduce-perf: {message}");
+            }
+            return ExitCode::from(EXIT_USAGE);
+        }
+        Err(Refused::Failed(failure)) => leave(&runtime, TOOL, &failure),
+    }
+    let setup = Some(Instant::now() + options.timeout);
     let communicators = runtime
         .communicator(Waiting::Deadlines, setup)
         .and_then(|ruccl| Ok((ruccl, runtime.communicator(Waiting::Blocking, setup)?)));
     let (ruccl, ruccl_blocking) = match communicators {
         Ok(communicators) => communicators,
         Err(error) => {
-            say!("cannot create the ruCCL communicators: {error}");
-            return ExitCode::from(EXIT_FAILED);
+            let failure =
+                Failure::everywhere(format!("cannot create the ruCCL communicators: {error}"));
+            leave(&runtime, TOOL, &failure)
         }
     };
+    let countdowns = Engine::ALL
+        .iter()
+        .map(|engine| Countdown::new(options.death.as_ref(), process, engine.name()))
+        .collect();
     let bench = Bench {
+        bookkeeping,
+        countdowns,
+        timeout: options.timeout,
         process: runtime.process(),
         processes: runtime.processes(),
         runtime,
@@ -326,18 +384,12 @@ fn main() -> ExitCode {
     };
     let sizes = options.sweep.sizes();
     let measured = report::sweep(&sizes, options.engines.len(), |bytes| {
-        bench
-            .measure(bytes, &options)
-            .map_err(|(engine, error)| format!("{} at {bytes} B: {error}", engine.name()))
+        bench.measure(bytes, &options)
     });
     let tables = match measured {
         Ok(tables) => tables,
-        Err(error) => {
-            // A generation failed here: the others may be waiting in it, so end the job
-            // (every process exits non-zero).
-            say!("[process {}] {error}", bench.process);
-            bench.runtime.abort_job(i32::from(EXIT_FAILED));
-        }
+        // Every process exits non-zero: each with the agreed error or its own timeout.
+        Err(failure) => leave(&bench.runtime, TOOL, &failure),
     };
     let wrong: u64 = tables.iter().flatten().map(|row| row.wrong).sum();
     let mut code = if wrong == 0 { EXIT_OK } else { EXIT_FAILED };
@@ -365,7 +417,11 @@ fn format_tables(options: &Options, processes: usize, tables: &[Vec<Row>]) -> St
     for (engine, rows) in options.engines.iter().zip(tables) {
         let heading = [
             format!("mpi-allreduce-perf: {} ({version})", engine.describe()),
-            format!("nProcs {processes} {}", options.sweep.describe()),
+            format!(
+                "nProcs {processes} {} timeout: {} s",
+                options.sweep.describe(),
+                options.timeout.as_secs_f64()
+            ),
         ];
         out.push_str(&format_table(&heading, processes, rows));
     }
