@@ -6,8 +6,8 @@
 mod common;
 
 use common::{
-    Action, Ask, Site, Tensor, TestDevice, devices, ramp, reference, run_generation, run_requests,
-    tensors,
+    Action, Ask, Site, Tensor, TestDevice, devices, lone_call, ramp, reference, run_generation,
+    run_requests, tensors,
 };
 use ruccl_core::{
     Algorithm, Collective, DeviceId, NativeCollectiveError, NativeCommunicator,
@@ -77,9 +77,10 @@ fn registry_rejects_invalid_groups_too() {
 #[test]
 fn rank_out_of_range_fails_at_once_without_joining() {
     let (_, communicator) = communicator(2);
-    let error = communicator
-        .all_reduce(2, Tensor::new(0, vec![1]), SUM)
-        .unwrap_err();
+    let error = lone_call(&communicator, 2, "all-reduce(sum)", |communicator| {
+        communicator.all_reduce(2, Tensor::new(0, vec![1]), SUM)
+    })
+    .unwrap_err();
     assert_eq!(
         error,
         NativeCollectiveError::RankOutOfRange { rank: 2, world: 2 }
@@ -94,9 +95,10 @@ fn rank_out_of_range_fails_at_once_without_joining() {
 #[test]
 fn rank_out_of_range_with_a_panicking_tensor_drop_still_returns_the_typed_error() {
     let (_, communicator) = communicator(1);
-    let error = communicator
-        .all_reduce(5, Tensor::bomb(0, vec![1]), SUM)
-        .unwrap_err();
+    let error = lone_call(&communicator, 5, "all-reduce(sum)", |communicator| {
+        communicator.all_reduce(5, Tensor::bomb(0, vec![1]), SUM)
+    })
+    .unwrap_err();
     assert_eq!(
         error,
         NativeCollectiveError::RankOutOfRange { rank: 5, world: 1 }
@@ -275,9 +277,10 @@ fn the_first_abort_wins() {
     let (_, communicator) = communicator(2);
     communicator.abort("first");
     communicator.abort("second");
-    let error = communicator
-        .all_reduce(0, Tensor::new(0, vec![1]), SUM)
-        .unwrap_err();
+    let error = lone_call(&communicator, 0, "all-reduce(sum)", |communicator| {
+        communicator.all_reduce(0, Tensor::new(0, vec![1]), SUM)
+    })
+    .unwrap_err();
     assert_eq!(
         error,
         NativeCollectiveError::Aborted {
@@ -289,9 +292,10 @@ fn the_first_abort_wins() {
 #[test]
 fn a_timeout_names_the_ranks_that_never_arrived() {
     let (_, communicator) = communicator(3);
-    let error = communicator
-        .all_reduce_timeout(1, Tensor::new(1, vec![1]), SUM, Duration::from_millis(50))
-        .unwrap_err();
+    let error = lone_call(&communicator, 1, "all-reduce(sum), 50 ms", |communicator| {
+        communicator.all_reduce_timeout(1, Tensor::new(1, vec![1]), SUM, Duration::from_millis(50))
+    })
+    .unwrap_err();
     let expected = NativeCollectiveError::TimedOut {
         rank: 1,
         generation: 0,
@@ -305,8 +309,9 @@ fn a_timeout_names_the_ranks_that_never_arrived() {
     );
     // The timeout aborted the communicator: later calls fail fast with the same error.
     assert!(communicator.is_aborted());
-    let later = communicator
-        .all_reduce(0, Tensor::new(0, vec![1]), SUM)
-        .unwrap_err();
+    let later = lone_call(&communicator, 0, "all-reduce(sum)", |communicator| {
+        communicator.all_reduce(0, Tensor::new(0, vec![1]), SUM)
+    })
+    .unwrap_err();
     assert_eq!(later, expected);
 }

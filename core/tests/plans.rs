@@ -74,6 +74,26 @@ fn algorithms(world: usize) -> Vec<Algorithm> {
         .collect()
 }
 
+/// The plan of `algorithm`, or `None` where it refuses the size for moving more than
+/// `TRAFFIC_BOUND` times the least traffic (`traffic_bound.rs` checks when); any other error
+/// panics.
+fn bounded(
+    collective: Collective,
+    algorithm: Algorithm,
+    world: usize,
+    length: usize,
+) -> Option<Plan> {
+    match Plan::new(collective, algorithm, world, length) {
+        Ok(plan) => Some(plan),
+        Err(NativeCollectiveError::InvalidCollective { reason, .. })
+            if reason.contains("the least is refused") =>
+        {
+            None
+        }
+        Err(error) => panic!("{collective} via {algorithm}, W={world}, n={length}: {error}"),
+    }
+}
+
 /// The algorithms that have a plan for `collective` on `world` ranks: only direct for all-to-all.
 fn algorithms_for(collective: Collective, world: usize) -> Vec<Algorithm> {
     algorithms(world)
@@ -89,8 +109,9 @@ fn every_built_in_plan_verifies_on_every_world_up_to_64() {
         for collective in collectives(world) {
             for length in lengths(collective, world) {
                 for algorithm in algorithms_for(collective, world) {
-                    let plan = Plan::new(collective, algorithm, world, length)
-                        .unwrap_or_else(|error| panic!("{error}"));
+                    let Some(plan) = bounded(collective, algorithm, world, length) else {
+                        continue;
+                    };
                     assert_eq!(plan.algorithm(), algorithm);
                     if let Err(violation) = verify(&plan) {
                         panic!("{collective} via {algorithm}, W={world}, n={length}: {violation}");
@@ -100,7 +121,7 @@ fn every_built_in_plan_verifies_on_every_world_up_to_64() {
             }
         }
     }
-    assert!(checked > 11000, "only {checked} plans checked");
+    assert!(checked > 10000, "only {checked} plans checked");
 }
 
 #[test]
@@ -379,7 +400,10 @@ fn every_rank_sends_what_its_algorithm_is_known_for() {
                     Algorithm::Ring | Algorithm::HalvingDoubling => {
                         assert_eq!(sent, 2 * (world - 1) * n / world, "{algorithm} W={world}");
                     }
-                    _ => assert_eq!(sent, (world - 1) * n, "{algorithm} W={world}"),
+                    // Direct's one step up to six ranks (at a dozen elements per rank the model
+                    // prefers it to two steps); from seven its two steps meet the bound too.
+                    _ if world <= 6 => assert_eq!(sent, (world - 1) * n, "{algorithm} W={world}"),
+                    _ => assert_eq!(sent, 2 * (world - 1) * n / world, "{algorithm} W={world}"),
                 }
                 assert_eq!(reduce_scatter.elements_sent_by(rank), (world - 1) * m);
                 assert_eq!(all_gather.elements_sent_by(rank), (world - 1) * m);
@@ -387,7 +411,8 @@ fn every_rank_sends_what_its_algorithm_is_known_for() {
             }
             let expected_steps = match algorithm {
                 Algorithm::Ring => 2 * (world - 1),
-                Algorithm::Direct => 1,
+                Algorithm::Direct if world <= 6 => 1,
+                Algorithm::Direct => 2,
                 _ => 2 * world.trailing_zeros() as usize,
             };
             assert_eq!(all_reduce.steps().len(), expected_steps, "{algorithm}");
@@ -409,25 +434,30 @@ fn auto_takes_direct_for_tiny_messages_and_a_bandwidth_optimal_algorithm_for_lar
     };
     let all_reduce = Collective::AllReduce(SUM);
     for world in [2, 3, 4, 8] {
-        let tiny = Plan::with_model(all_reduce, Algorithm::Auto, world, f32s(1), &model).unwrap();
+        // At W = 8 direct refuses one element (7 sent against the ring's 2): W elements, its
+        // two steps.
+        let tiny = if world < 8 { 1 } else { world };
+        let tiny =
+            Plan::with_model(all_reduce, Algorithm::Auto, world, f32s(tiny), &model).unwrap();
         assert_eq!(tiny.algorithm(), Algorithm::Direct, "W={world}");
         let large =
             Plan::with_model(all_reduce, Algorithm::Auto, world, f32s(1 << 24), &model).unwrap();
-        let expected = if world.is_power_of_two() && world > 2 {
-            Algorithm::HalvingDoubling
-        } else {
-            Algorithm::Ring
-        };
+        // From three ranks direct's two steps move what the ring and halving-doubling move, in
+        // fewer steps.
         if world > 2 {
-            assert_eq!(large.algorithm(), expected, "W={world}");
+            assert_eq!(large.algorithm(), Algorithm::Direct, "W={world}");
+            assert_eq!(large.steps().len(), 2, "W={world}");
         }
         // Whatever it picks is never slower under the model than any fixed algorithm.
         for length in [1, 1000, 1 << 16, 1 << 24] {
             let auto =
                 Plan::with_model(all_reduce, Algorithm::Auto, world, f32s(length), &model).unwrap();
             for algorithm in algorithms(world) {
-                let fixed =
-                    Plan::with_model(all_reduce, algorithm, world, f32s(length), &model).unwrap();
+                let Ok(fixed) =
+                    Plan::with_model(all_reduce, algorithm, world, f32s(length), &model)
+                else {
+                    continue;
+                };
                 assert!(model.plan_time(&auto, 4) <= model.plan_time(&fixed, 4));
             }
         }
@@ -555,9 +585,11 @@ fn ring_and_halving_doubling_all_reduce_tie_in_elements_and_halving_doubling_tak
 }
 
 #[test]
-fn on_a_shared_link_every_broadcast_moves_the_buffer_once_per_receiver_and_direct_in_one_step() {
+fn on_a_shared_link_every_broadcast_moves_the_buffer_once_per_receiver_and_direct_in_the_fewest_steps()
+ {
     // So on a shared link no α, γ, β ≥ 0 prices another broadcast below direct (yet
-    // halving-doubling measured 1.18× faster at W = 4, 16 MiB on the simulated device).
+    // halving-doubling measured 1.18× faster at W = 4, 16 MiB on the simulated device). From
+    // seven ranks direct takes two steps: one would move W-1 times the tensor through the root.
     let shared = LinkModel::new(0.0, 1e9, Links::Shared).unwrap();
     for world in [2, 4, 8] {
         let n = 64 * world;
@@ -569,8 +601,10 @@ fn on_a_shared_link_every_broadcast_moves_the_buffer_once_per_receiver_and_direc
                 assert_eq!(elements, (world - 1) * n, "{algorithm} W={world}");
                 // Every receiver receives at least once: direct's one transfer each is the least.
                 assert!(transfers >= world - 1, "{algorithm} W={world}");
-                if algorithm == Algorithm::Direct {
+                if algorithm == Algorithm::Direct && world <= 6 {
                     assert_eq!((transfers, plan.steps().len()), (world - 1, 1));
+                } else if algorithm == Algorithm::Direct {
+                    assert_eq!((transfers, plan.steps().len()), (world * (world - 1), 2));
                 }
             }
         }
@@ -585,7 +619,10 @@ fn only_a_step_that_overwrites_its_own_sources_copies_them_aside() {
                 let plan = Plan::new(collective, algorithm, world, 8 * world).unwrap();
                 let aside: usize = plan.steps().iter().map(Step::copied_aside).sum();
                 let expected = match (collective, algorithm) {
-                    (Collective::AllReduce(_), Algorithm::Direct) if world > 1 => world * 8 * world,
+                    // One step folds every rank's whole tensor while sending it (to six ranks).
+                    (Collective::AllReduce(_), Algorithm::Direct) if (2..=6).contains(&world) => {
+                        world * 8 * world
+                    }
                     // In place, every block but a rank's own is both sent and overwritten.
                     (Collective::AllToAll, Algorithm::Direct) => world * (world - 1) * 8,
                     _ => 0,
@@ -716,6 +753,28 @@ fn a_transfer_outside_the_buffers_is_refused_before_it_runs() {
 }
 
 #[test]
+#[allow(
+    clippy::reversed_empty_ranges,
+    reason = "an inverted range is the case under test"
+)]
+fn an_inverted_transfer_range_is_refused_and_an_empty_one_is_not() {
+    let step = |range| Step {
+        combine: false,
+        transfers: vec![Transfer::new(0, 1, range)],
+    };
+    assert!(matches!(
+        step(3..2).check(2, 4),
+        Err(StepViolation::OutOfBounds {
+            start: 3,
+            end: 2,
+            ..
+        })
+    ));
+    assert_eq!(step(2..2).check(2, 4), Ok(()));
+    assert_eq!(step(4..4).check(2, 4), Ok(()));
+}
+
+#[test]
 fn two_writers_of_one_element_in_an_overwriting_step_are_refused() {
     let mut parts = Plan::new(Collective::Broadcast { root: 0 }, Algorithm::Direct, 3, 4)
         .unwrap()
@@ -815,6 +874,41 @@ fn a_layout_that_does_not_fit_is_refused() {
 }
 
 #[test]
+#[allow(
+    clippy::reversed_empty_ranges,
+    reason = "an inverted range is the case under test"
+)]
+fn an_output_range_inverted_or_past_the_buffer_is_refused_even_of_the_right_length() {
+    // A non-root rank of a reduce has an empty output: an inverted range is still refused.
+    let mut parts = Plan::new(
+        Collective::Reduce { op: SUM, root: 0 },
+        Algorithm::Ring,
+        2,
+        4,
+    )
+    .unwrap()
+    .into_parts();
+    parts.outputs[1] = 3..2;
+    assert!(matches!(
+        refused(parts),
+        ScheduleViolation::BadOutput {
+            rank: 1,
+            start: 3,
+            end: 2,
+            ..
+        }
+    ));
+    // The right length, but running past the end of the buffer.
+    let mut parts = ring_all_reduce(2, 4);
+    let end = parts.buffer_len + 1;
+    parts.outputs[0] = end - 4..end;
+    assert!(matches!(
+        refused(parts),
+        ScheduleViolation::BadOutput { rank: 0, .. }
+    ));
+}
+
+#[test]
 fn a_right_custom_schedule_becomes_a_custom_plan() {
     // A two-step all-reduce of two ranks: rank 1 folds, then copies back.
     let t = |from, to| Transfer::new(from, to, 0..5);
@@ -853,8 +947,9 @@ proptest! {
                 _ => length,
             };
             for algorithm in algorithms_for(collective, world) {
-                let plan = Plan::new(collective, algorithm, world, length).unwrap();
-                prop_assert_eq!(verify(&plan), Ok(()));
+                if let Some(plan) = bounded(collective, algorithm, world, length) {
+                    prop_assert_eq!(verify(&plan), Ok(()));
+                }
             }
         }
     }
@@ -1024,7 +1119,10 @@ proptest! {
         };
         let algorithms = algorithms_for(collective, world);
         let algorithm = algorithms[algorithm % algorithms.len()];
-        let mut parts = Plan::new(collective, algorithm, world, length).unwrap().into_parts();
+        let Some(plan) = bounded(collective, algorithm, world, length) else {
+            return Ok(());
+        };
+        let mut parts = plan.into_parts();
         if mutate && !parts.steps.is_empty() {
             // Shift one transfer's landing: an often wrong plan, checked in both orders too.
             let step = (position as usize) % parts.steps.len();
@@ -1067,7 +1165,9 @@ proptest! {
         };
         let algorithms = algorithms_for(collective, world);
         let algorithm = algorithms[algorithm % algorithms.len()];
-        let plan = Plan::new(collective, algorithm, world, length).unwrap();
+        let Some(plan) = bounded(collective, algorithm, world, length) else {
+            return Ok(());
+        };
         let scaled = plan.scaled(factor).unwrap();
         prop_assert_eq!(scaled.input_len(), length * factor);
         prop_assert_eq!(verify(&scaled), Ok(()));

@@ -70,3 +70,20 @@ fn an_aborted_communicator_is_replaced_by_a_working_one() {
         &registry.communicator(devices(1)).unwrap()
     ));
 }
+
+#[test]
+fn the_registry_and_a_communicator_debug_print_what_identifies_them() {
+    let registry = NativeCommunicators::new(TestDevice::default());
+    assert_eq!(format!("{registry:?}"), "NativeCommunicators { .. }");
+    let communicator = registry
+        .communicator(vec![DeviceId::new(3), DeviceId::new(1)])
+        .unwrap();
+    let shown = format!("{communicator:?}");
+    assert!(shown.starts_with("NativeCommunicator"), "{shown}");
+    let (three, one) = (
+        format!("{:?}", DeviceId::new(3)),
+        format!("{:?}", DeviceId::new(1)),
+    );
+    let at = |device: &str| shown.find(device).unwrap_or_else(|| panic!("{shown}"));
+    assert!(at(&three) < at(&one), "{shown}");
+}

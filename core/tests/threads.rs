@@ -30,9 +30,10 @@ fn input(rank: usize, generation: usize, length: usize) -> Vec<i64> {
         .collect()
 }
 
-/// How long one of these tests may run before its watchdog fails the binary, naming the ranks
-/// still inside a call (the longest takes a few seconds in a debug build).
-const TEST_LIMIT: std::time::Duration = std::time::Duration::from_secs(45);
+/// How long one of these tests may go without a rank entering or leaving a call before its
+/// watchdog fails the binary, naming the ranks still inside a call (a healthy generation takes
+/// milliseconds; the longest test a few seconds in a debug build).
+const TEST_LIMIT: std::time::Duration = common::GENERATION_LIMIT;
 
 fn operation(generation: usize) -> ReduceOperation {
     ReduceOperation::ALL[generation % ReduceOperation::ALL.len()]

@@ -16,6 +16,7 @@
 //! | [`witness`]     | how often a scenario hit the schedule-dependent case it is about         |
 //! | [`quiet`]       | a panic hook that keeps contained, injected panics off the output         |
 //! | [`budget`]      | the full and the quick (mutation-testing) profile                        |
+//! | [`watch`]       | the real-thread runs' deadline: fail fast, naming the ranks stuck         |
 //! | `checkers`      | loom and shuttle runners that count executions and time them             |
 //!
 //! See `models/README.md` for the commands, the budgets measured and the planted slips each
@@ -30,4 +31,5 @@ pub mod quiet;
 pub mod scenario;
 pub mod script;
 pub mod values;
+pub mod watch;
 pub mod witness;

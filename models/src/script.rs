@@ -346,6 +346,11 @@ pub fn random_call(draw: Draw<'_>, world: usize) -> Call {
         }
         _ => draw(2 * world + 2),
     };
+    // A size the algorithm refuses for its traffic (ruccl_core::TRAFFIC_BOUND) asks for Auto.
+    let algorithm = match Plan::new(collective, algorithm, world, length) {
+        Err(_) if algorithm != Algorithm::Auto => Algorithm::Auto,
+        _ => algorithm,
+    };
     Call::new(collective, length).via(algorithm)
 }
 

@@ -1,8 +1,9 @@
 //! Real threads (std): the scenarios of the model checkers on the OS scheduler, and the stress
 //! run — W = 8 ranks, 10 000 generations of mixed collectives with slips and random faults.
-//! Part of the ordinary `cargo test`. Nothing here depends on timing to pass: a hang would hang
-//! the test, never fail it by the clock, and the deadlines given (real ones, here) may pass or
-//! not — agreement must hold either way.
+//! Part of the ordinary `cargo test`. Nothing here depends on timing to pass: the deadlines given
+//! (real ones, here) may pass or not — agreement must hold either way. Each test runs
+//! [`watched`]: a hang fails it once no rank entered or left a call for 10 s, naming the ranks
+//! still waiting and their generations.
 #![cfg(not(any(ruccl_loom, ruccl_shuttle)))]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -11,6 +12,7 @@ use ruccl_models::budget::Profile;
 use ruccl_models::quiet::silence_injected_panics;
 use ruccl_models::scenario;
 use ruccl_models::script::{Call, Script, Slip, random_script, random_timeouts};
+use ruccl_models::watch::watched;
 use ruccl_sim::FaultPlan;
 use ruccl_sim::fault::{RandomPlan, every_site};
 use std::time::Duration;
@@ -33,6 +35,7 @@ fn seeded(seed: u64) -> impl FnMut(usize) -> usize {
 /// collectives and algorithms, one generation in 25 slipped, about one in 25 with a fault.
 #[test]
 fn eight_ranks_through_ten_thousand_mixed_generations_with_slips_and_faults_all_agree() {
+    let _watched = watched();
     silence_injected_panics();
     let generations = Profile::current().pick(10_000, 1_000);
     let mut draw = seeded(0x5EED_0017);
@@ -51,6 +54,7 @@ fn eight_ranks_through_ten_thousand_mixed_generations_with_slips_and_faults_all_
 /// collectives, no slip.
 #[test]
 fn mixed_collectives_succeed_on_every_rank_for_every_world() {
+    let _watched = watched();
     let mut draw = seeded(1);
     for world in 1..=8 {
         scenario::run_script(random_script(&mut draw, world, 50, 0));
@@ -60,6 +64,7 @@ fn mixed_collectives_succeed_on_every_rank_for_every_world() {
 /// Reuse: a rank running ahead into g + 1 disturbs nothing.
 #[test]
 fn a_rank_running_ahead_into_the_next_generation_disturbs_nothing() {
+    let _watched = watched();
     let mut draw = seeded(2);
     for world in 2..=8 {
         scenario::fast_reentry(random_script(&mut draw, world, 50, 0), 3);
@@ -71,6 +76,7 @@ fn a_rank_running_ahead_into_the_next_generation_disturbs_nothing() {
 /// error, and the next generation works.
 #[test]
 fn every_slip_on_every_collective_fails_every_rank_alike() {
+    let _watched = watched();
     for world in 2..=6 {
         let collectives = [
             Collective::AllReduce(ReduceOperation::Product),
@@ -94,6 +100,7 @@ fn every_slip_on_every_collective_fails_every_rank_alike() {
 /// collectives; no hang or poison (panicking drops included); resources.
 #[test]
 fn a_fault_at_every_site_is_delivered_to_every_rank_and_the_next_generations_work() {
+    let _watched = watched();
     silence_injected_panics();
     for world in 1..=5 {
         let script = Script::uniform(world, 3, |generation| match generation {
@@ -112,6 +119,7 @@ fn a_fault_at_every_site_is_delivered_to_every_rank_and_the_next_generations_wor
 /// resources.
 #[test]
 fn abort_racing_the_ranks_is_sticky_and_never_splits_a_generation() {
+    let _watched = watched();
     let mut draw = seeded(3);
     for round in 0..Profile::current().pick(300, 50) {
         let world = 1 + round % 8;
@@ -125,6 +133,7 @@ fn abort_racing_the_ranks_is_sticky_and_never_splits_a_generation() {
 /// Abort wins over a running schedule; its outputs are released.
 #[test]
 fn abort_while_the_schedule_runs_discards_the_outputs() {
+    let _watched = watched();
     for world in 2..=8 {
         scenario::abort_while_the_schedule_runs(world);
     }
@@ -133,6 +142,7 @@ fn abort_while_the_schedule_runs_discards_the_outputs() {
 /// Abort between the two generations in flight: the published one whole, the next aborted.
 #[test]
 fn abort_between_the_generations_in_flight_delivers_the_published_one_whole() {
+    let _watched = watched();
     for _ in 0..Profile::current().pick(300, 50) {
         scenario::abort_between_the_generations_in_flight();
     }
@@ -141,6 +151,7 @@ fn abort_between_the_generations_in_flight_delivers_the_published_one_whole() {
 /// Abort releases the deposits of the generation being collected.
 #[test]
 fn an_abort_releases_the_deposits_of_the_generation_being_collected() {
+    let _watched = watched();
     silence_injected_panics();
     for round in 0..Profile::current().pick(300, 50) {
         scenario::abort_releases_the_deposits(2 + round % 7);
@@ -151,6 +162,7 @@ fn an_abort_releases_the_deposits_of_the_generation_being_collected() {
 /// generation, sticky `TimedOut`, resources — alone and racing an abort.
 #[test]
 fn real_deadlines_never_split_a_generation() {
+    let _watched = watched();
     let mut draw = seeded(4);
     for round in 0..Profile::current().pick(300, 50) {
         let world = 1 + round % 8;
@@ -165,6 +177,7 @@ fn real_deadlines_never_split_a_generation() {
 /// A timeout of a rank waiting in g + 1; a deadline passing while the schedule runs.
 #[test]
 fn deadlines_in_the_next_generation_and_during_the_schedule_stop_every_rank_alike() {
+    let _watched = watched();
     for world in 2..=8 {
         scenario::timeout_in_the_next_generation();
         scenario::timeout_while_the_schedule_runs(world);
@@ -174,6 +187,7 @@ fn deadlines_in_the_next_generation_and_during_the_schedule_stop_every_rank_alik
 /// A second concurrent call of a rank is refused with `RankBusy` and disturbs nothing.
 #[test]
 fn a_rank_called_twice_at_once_is_refused_once_and_disturbs_nothing() {
+    let _watched = watched();
     for round in 0..Profile::current().pick(300, 50) {
         scenario::a_rank_called_twice_at_once(2 + round % 7);
     }
@@ -182,6 +196,7 @@ fn a_rank_called_twice_at_once_is_refused_once_and_disturbs_nothing() {
 /// Registry: one communicator per list, aborted ones replaced.
 #[test]
 fn the_registry_shares_one_communicator_per_list_and_replaces_aborted_ones() {
+    let _watched = watched();
     for round in 0..Profile::current().pick(300, 50) {
         scenario::concurrent_lookups(2 + round % 5);
         scenario::aborted_communicator_is_replaced(round % 4 == 0, 2);
@@ -193,6 +208,7 @@ fn the_registry_shares_one_communicator_per_list_and_replaces_aborted_ones() {
 #[test]
 #[should_panic(expected = "property resources violated")]
 fn a_leaked_output_is_caught_by_the_census() {
+    let _watched = watched();
     use ruccl_core::{DeviceId, NativeCommunicator};
     use ruccl_models::device::{ModelDevice, census_check, lean};
     let device = lean();

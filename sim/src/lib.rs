@@ -15,6 +15,7 @@
 //! | [`pattern`]       | the perf check: inputs reduced exactly in every type, `#wrong`        |
 //! | [`trace`]         | [`TracingDevice`] and its in-memory timeline                          |
 //! | [`contain`]       | harness calls into a device, errors and panics contained              |
+//! | `watchdog`        | tests' deadlines on real threads: fail fast naming the ranks stuck (not under the checkers) |
 //!
 //! Shared state (the ledger, the census, the fault counters, the suite's queues) goes through
 //! [`ruccl_core::sync`], so the simulated and faulty devices run unchanged under loom
@@ -47,6 +48,8 @@ pub mod ledger;
 pub mod pattern;
 mod rng;
 pub mod trace;
+#[cfg(not(any(ruccl_loom, ruccl_shuttle)))]
+pub mod watchdog;
 
 pub use cost::{LinkModel, LinkModelError, Links};
 pub use device::{

@@ -522,6 +522,7 @@ fn a_device_that_hangs_is_reported_instead_of_hanging_the_suite() {
         kinds: vec![Collective::AllReduce(ReduceOperation::Sum)],
         algorithms: vec![Algorithm::Ring],
         timeout: Duration::from_millis(200),
+        stall: Duration::from_millis(400),
         exchange: false,
         validation: false,
         ..ConformanceConfig::quick()
@@ -532,6 +533,10 @@ fn a_device_that_hangs_is_reported_instead_of_hanging_the_suite() {
         &config,
     );
     assert_fails_on(&report, "collective/hang");
+    // The report names the rank stuck in the device and the generation it is in: the second
+    // case (the first, of length 0, has no step to hang in).
+    let hang = report.failures_of("collective/hang").next().unwrap();
+    assert!(hang.detail.contains("in generation 1 ("), "{hang:?}");
     assert!(report.elapsed < Duration::from_secs(30), "{report}");
 }
 

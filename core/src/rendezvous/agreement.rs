@@ -258,3 +258,67 @@ fn plan_for(
     let plan = Plan::with_model(request.collective, request.algorithm, world, input, model)?;
     Ok(Resolved::Built(plan, Some(key)))
 }
+
+#[cfg(test)]
+mod tests {
+    //! The plan the last arriver keeps from one generation to the next.
+
+    use super::{Request, Resolved, Submission, agree};
+    use crate::{Algorithm, Collective, ElementType, LinkModel, Plan, ReduceOperation, TensorInfo};
+
+    const INPUT: TensorInfo = TensorInfo {
+        len: 12,
+        element: ElementType::F32,
+    };
+
+    /// Every rank of `world` asking for `request` with an input of shape `INPUT`.
+    fn asking(world: usize, request: &Request) -> Vec<Submission<()>> {
+        (0..world)
+            .map(|_| Submission {
+                request: request.clone(),
+                prepared: Ok(((), INPUT)),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_repeated_built_in_request_runs_the_plan_kept_from_the_generation_before() {
+        let model = LinkModel::default();
+        let request =
+            Request::built_in(Collective::AllReduce(ReduceOperation::Sum), Algorithm::Ring);
+        let mut cache = None;
+        let first = agree(0, asking(3, &request), &model, &mut cache).unwrap();
+        assert!(matches!(first.plan, Resolved::Built(_, Some(_))));
+        let built = first.plan.plan().clone();
+        cache = first.plan.into_kept();
+        assert!(cache.is_some(), "a built-in plan is kept once it ran");
+
+        let second = agree(1, asking(3, &request), &model, &mut cache).unwrap();
+        assert!(
+            matches!(second.plan, Resolved::Kept(_)),
+            "the kept plan runs"
+        );
+        assert!(
+            cache.is_none(),
+            "the runner holds the kept plan while it runs"
+        );
+        assert_eq!(second.plan.plan(), &built);
+        assert!(second.plan.into_kept().is_some(), "and puts it back");
+    }
+
+    #[test]
+    fn a_custom_plan_is_never_kept() {
+        let model = LinkModel::default();
+        let plan = Plan::new(
+            Collective::AllReduce(ReduceOperation::Sum),
+            Algorithm::Direct,
+            2,
+            INPUT.len,
+        )
+        .unwrap();
+        let mut cache = None;
+        let agreed = agree(0, asking(2, &Request::custom(plan)), &model, &mut cache).unwrap();
+        assert!(matches!(agreed.plan, Resolved::Built(_, None)));
+        assert!(agreed.plan.into_kept().is_none());
+    }
+}

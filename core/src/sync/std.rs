@@ -89,3 +89,107 @@ impl Deadline {
         (guard, self.expired())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! The real clock's deadlines and the waiting budget, as the rendezvous reads them.
+
+    use super::Deadline;
+    use crate::sync::{Condvar, Mutex, SpinBudget};
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    #[test]
+    fn a_waiter_spins_then_yields_while_the_ranks_fit_the_cores_and_only_yields_beyond() {
+        let cores = std::thread::available_parallelism().map_or(1, usize::from);
+        let fitting = SpinBudget::for_world(1);
+        assert!(
+            0 < fitting.spins() && fitting.spins() < fitting.polls(),
+            "{fitting:?}"
+        );
+        let crowded = SpinBudget::for_world(cores + 1);
+        assert!(crowded.spins() == 0 && crowded.polls() > 0, "{crowded:?}");
+        // The spins come on top of the yields: a rank that fits yields as often as one that
+        // does not, before it parks.
+        assert_eq!(fitting.polls() - fitting.spins(), crowded.polls());
+        // A wait's budget ends after exactly its polls.
+        for budget in [fitting, crowded] {
+            let mut backoff = budget.backoff();
+            for _ in 0..budget.polls() {
+                assert!(!backoff.is_completed());
+                backoff.snooze();
+            }
+            assert!(backoff.is_completed());
+        }
+    }
+
+    #[test]
+    fn a_deadline_passes_only_once_its_time_is_up() {
+        assert!(!Deadline::never().expired());
+        assert!(!Deadline::after(Duration::from_secs(3600)).expired());
+        assert!(Deadline::after(Duration::ZERO).expired());
+        // Past the clock's range: never.
+        assert!(!Deadline::after(Duration::MAX).expired());
+    }
+
+    #[test]
+    fn a_timed_wait_woken_before_its_deadline_does_not_report_it_passed() {
+        let shared = Arc::new((Mutex::new(false), Condvar::new()));
+        let notifier = {
+            let shared = Arc::clone(&shared);
+            std::thread::spawn(move || {
+                *shared.0.lock() = true;
+                shared.1.notify_all();
+            })
+        };
+        let deadline = Deadline::after(Duration::from_secs(3600));
+        let mut ready = shared.0.lock();
+        while !*ready {
+            let (woken, expired) = shared.1.wait_until(ready, &deadline);
+            assert!(
+                !expired,
+                "woken an hour early, the wait says its deadline passed"
+            );
+            ready = woken;
+        }
+        drop(ready);
+        notifier.join().unwrap();
+    }
+
+    #[test]
+    fn notify_one_wakes_the_one_waiter() {
+        let shared = Arc::new((Mutex::new(false), Condvar::new()));
+        // Held until the wait releases it: the notifier cannot notify before the wait begins.
+        let mut ready = shared.0.lock();
+        let notifier = {
+            let shared = Arc::clone(&shared);
+            std::thread::spawn(move || {
+                *shared.0.lock() = true;
+                shared.1.notify_one();
+            })
+        };
+        let deadline = Deadline::after(Duration::from_secs(10));
+        while !*ready {
+            let (woken, expired) = shared.1.wait_until(ready, &deadline);
+            assert!(!expired, "notify_one woke nobody");
+            ready = woken;
+        }
+        drop(ready);
+        notifier.join().unwrap();
+    }
+
+    #[test]
+    fn a_timed_wait_nobody_wakes_ends_when_its_deadline_passes() {
+        let (mutex, condvar) = (Mutex::new(()), Condvar::new());
+        let deadline = Deadline::after(Duration::from_millis(20));
+        let mut guard = mutex.lock();
+        loop {
+            let (woken, expired) = condvar.wait_until(guard, &deadline);
+            guard = woken;
+            if expired {
+                break;
+            }
+        }
+        assert!(deadline.expired());
+    }
+}

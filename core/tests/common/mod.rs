@@ -6,94 +6,42 @@ use ruccl_core::{
     NativeCollectiveDevice, NativeCollectiveError, Plan, ReduceOperation, Step, TensorInfo,
 };
 use std::collections::BTreeMap;
-use std::fmt::Display;
-use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::{Arc, Condvar, Mutex, Once};
 use std::time::Duration;
 
-/// How long one generation of a test may take before its [`Watchdog`] fails the test binary. A
-/// healthy generation here takes microseconds to milliseconds, even in a debug build on a loaded
-/// machine; a lost wake-up never ends.
-pub const GENERATION_LIMIT: Duration = Duration::from_secs(20);
+/// How long one generation of a test may go without progress before its [`Watchdog`] fails the
+/// test binary. A healthy generation here takes microseconds to milliseconds, even in a debug
+/// build on a loaded machine; a lost wake-up never ends.
+pub const GENERATION_LIMIT: Duration = Duration::from_secs(10);
 
-/// Where each rank of a test is: which call it is inside and in which generation.
-#[derive(Clone, Default)]
-pub struct Progress(Arc<Mutex<BTreeMap<usize, String>>>);
+// The watchdog is the harness's (`ruccl_sim::watchdog`), shared with the models' real-thread runs
+// and the conformance suite's tests; the core cannot depend on the harness, so its tests compile
+// the same file.
+#[path = "../../../sim/src/watchdog.rs"]
+mod watchdog;
+pub use watchdog::{Progress, Watchdog};
 
-impl Progress {
-    /// Rank `rank` enters `what` of generation `generation`.
-    pub fn enter(&self, rank: usize, generation: u64, what: impl Display) {
-        let mut ranks = self
-            .0
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        ranks.insert(
-            rank,
-            format!("rank {rank} in generation {generation} ({what})"),
-        );
-    }
-
-    /// Rank `rank` has returned from its call.
-    pub fn leave(&self, rank: usize) {
-        let mut ranks = self
-            .0
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        ranks.remove(&rank);
-    }
-
-    fn stuck(&self) -> String {
-        let ranks = self
-            .0
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        if ranks.is_empty() {
-            "no rank is inside a call".to_owned()
-        } else {
-            ranks.values().cloned().collect::<Vec<_>>().join("; ")
-        }
-    }
+/// The test running on this thread (the test harness names its threads after the tests).
+pub fn current_test() -> String {
+    std::thread::current().name().unwrap_or("a test").to_owned()
 }
 
-/// Fails the whole test binary — with the ranks still inside a call and their generations — if
-/// the section it guards has not ended within its limit: a slip that loses a wake-up fails in
-/// seconds, naming who waits, instead of hanging until an outer timeout.
-pub struct Watchdog {
-    disarm: Option<mpsc::Sender<()>>,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl Watchdog {
-    /// Guard `what` for `limit`, reporting `progress` if it fires.
-    pub fn arm(what: impl Display, limit: Duration, progress: Progress) -> Self {
-        let (disarm, disarmed) = mpsc::channel::<()>();
-        let what = what.to_string();
-        let thread = std::thread::spawn(move || {
-            if let Err(RecvTimeoutError::Timeout) = disarmed.recv_timeout(limit) {
-                // Straight to the process's stderr: the test harness captures `eprintln!` of the
-                // test's threads, and the capture dies with the process.
-                let report = format!(
-                    "\nwatchdog: {what} still running after {limit:?}; stuck: {}\n",
-                    progress.stuck()
-                );
-                let _ = std::io::Write::write_all(&mut std::io::stderr(), report.as_bytes());
-                std::process::exit(101);
-            }
-        });
-        Self {
-            disarm: Some(disarm),
-            thread: Some(thread),
-        }
-    }
-}
-
-impl Drop for Watchdog {
-    fn drop(&mut self) {
-        drop(self.disarm.take());
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
-    }
+/// Make one call on the test thread — a lone rank, a late caller — under a watchdog: if it has
+/// not returned within [`GENERATION_LIMIT`], the binary fails naming `rank` and the generation.
+pub fn lone_call<D: NativeCollectiveDevice, T>(
+    communicator: &ruccl_core::NativeCommunicator<D>,
+    rank: usize,
+    what: &str,
+    call: impl FnOnce(&ruccl_core::NativeCommunicator<D>) -> T,
+) -> T {
+    let progress = Progress::default();
+    progress.enter(rank, communicator.wait_stats().generations, what);
+    let _watchdog = Watchdog::arm(
+        format!("a lone call of {}", current_test()),
+        GENERATION_LIMIT,
+        progress,
+    );
+    call(communicator)
 }
 
 /// Where a scripted fault fires.
@@ -464,7 +412,7 @@ where
     let progress = Progress::default();
     let generation = communicator.wait_stats().generations;
     let _watchdog = Watchdog::arm(
-        "an all-reduce generation",
+        format!("an all-reduce generation of {}", current_test()),
         GENERATION_LIMIT,
         progress.clone(),
     );
@@ -512,7 +460,11 @@ where
 {
     let progress = Progress::default();
     let generation = communicator.wait_stats().generations;
-    let _watchdog = Watchdog::arm("a generation", GENERATION_LIMIT, progress.clone());
+    let _watchdog = Watchdog::arm(
+        format!("a generation of {}", current_test()),
+        GENERATION_LIMIT,
+        progress.clone(),
+    );
     std::thread::scope(|scope| {
         let handles: Vec<_> = inputs
             .into_iter()

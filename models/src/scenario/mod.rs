@@ -42,6 +42,7 @@ use crate::device::{ModelDevice, devices};
 use crate::properties::{self, Delivered, Observed, Stops};
 use crate::script::Script;
 use crate::values;
+use crate::watch::Watch;
 use ruccl_core::sync::thread;
 use ruccl_core::{CollectiveOptions, NativeCollectiveError, NativeCommunicator};
 use ruccl_sim::FaultPlan;
@@ -85,6 +86,8 @@ pub struct Group<D: ModelDevice> {
     pub script: Script,
     /// What the device injects.
     pub plan: FaultPlan,
+    /// Where the ranks are, for the watchdog of a real-thread test (see [`crate::watch`]).
+    watch: Watch,
 }
 
 impl<D: ModelDevice> Group<D> {
@@ -99,6 +102,7 @@ impl<D: ModelDevice> Group<D> {
             device,
             script,
             plan,
+            watch: Watch::current(),
         })
     }
 
@@ -133,9 +137,13 @@ impl<D: ModelDevice> Group<D> {
         if let Some(timeout) = call.timeout {
             options = options.with_timeout(timeout);
         }
-        self.communicator
+        self.watch.enter(rank, generation, call.collective);
+        let delivered = self
+            .communicator
             .collective(rank, tensor, call.collective, options)
-            .map(|output| self.device.read(output))
+            .map(|output| self.device.read(output));
+        self.watch.leave(rank);
+        delivered
     }
 
     /// What every rank of `generation` receives when nothing stops the communicator.

@@ -5,6 +5,7 @@ use super::{Group, Handle, HarnessArc, Stopping, Task, concurrently, run_and_che
 use crate::device::{devices, lean};
 use crate::properties;
 use crate::script::Script;
+use crate::watch::Watch;
 use ruccl_core::sync::Arc;
 use ruccl_core::{NativeCommunicator, NativeCommunicators};
 use ruccl_sim::{FaultPlan, SimDevice};
@@ -87,6 +88,7 @@ pub fn aborted_communicator_is_replaced(use_it: bool, generations: usize) {
             device,
             script: Script::all_reduce(2, generations, 3),
             plan: FaultPlan::none(),
+            watch: Watch::current(),
         });
         run_and_check(group, Vec::new(), Stopping::default());
     }

@@ -35,7 +35,7 @@ fn ring_step(ranges: Vec<Range<usize>>, combine: bool) -> Step {
 fn layout(world: usize, length: usize, operation: ReduceOperation) -> Result<Plan, String> {
     Plan::new(
         Collective::AllReduce(operation),
-        Algorithm::Direct,
+        Algorithm::Ring,
         world,
         length,
     )

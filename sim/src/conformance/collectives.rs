@@ -9,9 +9,10 @@
 //! did, bit for bit. The queue between them is bounded, so at most a few large outputs are in
 //! memory at once.
 //!
-//! A device that hangs cannot hang the suite: ranks stop waiting after the configured timeout
-//! (the communicator then aborts), and if no result arrives for twice that long the suite records
-//! the hang, aborts the communicator and leaves the stuck threads behind.
+//! A device or a rendezvous that hangs cannot hang the suite: ranks stop waiting after the
+//! configured timeout (the communicator then aborts), and if no result arrives for the configured
+//! stall limit the suite records the hang — naming the ranks still inside a collective and the
+//! generation each is in —, aborts the communicator and leaves the stuck threads behind.
 
 use super::ConformanceConfig;
 use super::inputs::{self, Case};
@@ -51,13 +52,14 @@ fn collectives(kind: Collective, operations: &[ReduceOperation], root: usize) ->
     }
 }
 
-/// Whether `algorithm` runs `collective` on `world` ranks (and can be asked for by name).
-fn runs(algorithm: Algorithm, collective: Collective, world: usize) -> bool {
+/// Whether `algorithm` runs `collective` on `world` ranks with inputs of `length` (and can be
+/// asked for by name): a fixed algorithm may have no plan for the collective or the world, or
+/// refuse the size for its traffic ([`ruccl_core::TRAFFIC_BOUND`]).
+fn runs(algorithm: Algorithm, collective: Collective, world: usize, length: usize) -> bool {
     match algorithm {
-        Algorithm::HalvingDoubling => world.is_power_of_two() && collective != Collective::AllToAll,
-        Algorithm::Ring => collective != Collective::AllToAll,
         Algorithm::Custom => false,
-        _ => true,
+        Algorithm::Auto => true,
+        fixed => Plan::new(collective, fixed, world, length).is_ok(),
     }
 }
 
@@ -92,11 +94,7 @@ pub(crate) fn matrix<D: HostTensors>(
             if supported.is_empty() {
                 continue;
             }
-            for &algorithm in config
-                .algorithms
-                .iter()
-                .filter(|&&algorithm| runs(algorithm, collective, world))
-            {
+            for &algorithm in &config.algorithms {
                 for length in lengths(world, config.prime_length) {
                     let length = match collective {
                         Collective::ReduceScatter(_)
@@ -104,6 +102,9 @@ pub(crate) fn matrix<D: HostTensors>(
                         | Collective::AllToAll => length * world,
                         _ => length,
                     };
+                    if !runs(algorithm, collective, world, length) {
+                        continue;
+                    }
                     let every = config.every_type_at_every_length
                         || length == config.prime_length
                         || length == config.prime_length * world;
@@ -145,8 +146,8 @@ enum Message {
         rank: usize,
         outcome: Result<HostValues, String>,
     },
-    /// A rank is done (all cases run, or it stopped after an abort).
-    Exit,
+    /// Rank `rank` is done (all cases run, or it stopped after an abort).
+    Exit { rank: usize },
 }
 
 /// The bounded queue from the rank threads to the checking thread.
@@ -177,7 +178,7 @@ impl Inbox {
     fn post(&self, message: Message) {
         let mut queue = self.state.lock();
         // An exit is always accepted at once, so the checker never misses one.
-        if !matches!(message, Message::Exit) {
+        if !matches!(message, Message::Exit { .. }) {
             while queue.messages.len() >= self.capacity && !queue.closed {
                 queue = self.changed.wait(queue);
             }
@@ -262,7 +263,13 @@ pub(crate) fn run_matrix<D: HostTensors>(
             timeout: config.timeout,
             inbox: Inbox::new(2 * world),
         });
-        run_world(&shared, model, config, report);
+        if run_world(&shared, model, config, report) {
+            // Its threads are left behind, stuck: the worlds after it would only pile up more.
+            report.skipped.push(format!(
+                "the collective matrix after W={world}: that world hung"
+            ));
+            return;
+        }
     }
 }
 
@@ -324,12 +331,14 @@ fn same_everywhere(collective: Collective) -> bool {
     )
 }
 
+/// Run one world's cases and check what its ranks deliver; whether the world hung (the failure
+/// is in the report).
 fn run_world<D: HostTensors>(
     shared: &Arc<World<D>>,
     model: LinkModel,
     config: &ConformanceConfig,
     report: &mut ConformanceReport,
-) {
+) -> bool {
     let world = shared.devices.len();
     let handles: Vec<_> = (0..world)
         .map(|rank| {
@@ -340,12 +349,19 @@ fn run_world<D: HostTensors>(
 
     let mut pending: BTreeMap<usize, Pending> = BTreeMap::new();
     let mut received = vec![0usize; shared.cases.len()];
+    // Per rank, how many cases it reported (it runs them in order, one generation each), and
+    // whether its thread is done.
+    let mut reported = vec![0usize; world];
+    let mut done = vec![false; world];
     let mut exited = 0;
     let mut hung = false;
     while exited < world {
-        let deadline = Deadline::after(config.timeout.saturating_mul(2));
+        let deadline = Deadline::after(config.stall);
         match shared.inbox.next(&deadline) {
-            Some(Message::Exit) => exited += 1,
+            Some(Message::Exit { rank }) => {
+                exited += 1;
+                done[rank] = true;
+            }
             Some(Message::Output {
                 index,
                 rank,
@@ -353,6 +369,7 @@ fn run_world<D: HostTensors>(
             }) => {
                 let case = shared.cases[index];
                 received[index] += 1;
+                reported[rank] = index + 1;
                 let entry = pending
                     .entry(index)
                     .or_insert_with(|| Pending::new(case, world, config.seed, index, &model));
@@ -372,12 +389,22 @@ fn run_world<D: HostTensors>(
             }
             None => {
                 hung = true;
+                let stuck: Vec<String> = (0..world)
+                    .filter(|&rank| !done[rank])
+                    .map(|rank| match shared.cases.get(reported[rank]) {
+                        Some(case) => {
+                            format!("rank {rank} in generation {} ({case})", reported[rank])
+                        }
+                        None => format!("rank {rank} after its last generation"),
+                    })
+                    .collect();
                 report.check(Err(ConformanceFailure {
                     check: "collective/hang".to_owned(),
                     case: format!("W={world}"),
                     detail: format!(
-                        "no rank reported for {:?}: the device or the rendezvous hangs",
-                        config.timeout.saturating_mul(2)
+                        "no rank reported for {:?}: the device or the rendezvous hangs; stuck: {}",
+                        config.stall,
+                        stuck.join("; ")
                     ),
                 }));
                 shared
@@ -415,6 +442,7 @@ fn run_world<D: HostTensors>(
             ),
         }));
     }
+    hung
 }
 
 /// Check one rank's outcome: the call succeeded, its output is the interpreter's bits and within
@@ -486,7 +514,7 @@ fn rank_thread<D: HostTensors>(world: &World<D>, rank: usize) {
             break;
         }
     }
-    world.inbox.post(Message::Exit);
+    world.inbox.post(Message::Exit { rank });
 }
 
 fn one_collective<D: HostTensors>(

@@ -21,7 +21,7 @@
 //! | `collective/bits`             | every collective (all-reduce and reduce-scatter with every operation, all-gather, broadcast from a rotating root) × algorithm (auto, ring, direct, halving-doubling on powers of two) × element type × world × length (0, 1, W-1, W, W+1, a prime) through a real [`NativeCommunicator`](ruccl_core::NativeCommunicator), one thread per rank: each rank's output against the [plan interpreter](mod@interpret) on the plan the core resolves, **bit for bit** (float `Mean`: within one rounding of the scaling) |
 //! | `collective/reference`        | the same outputs against the [exact reference](mod@reference), within its tolerance: an independent check that knows nothing of plans |
 //! | `collective/identical`        | all-reduce, all-gather, broadcast: every rank's output is the same bits (DESIGN property 8), for floats too |
-//! | `collective/call`, `…/hang`, `…/unfinished` | the call failed; no rank reported for twice the timeout; a case never completed on every rank |
+//! | `collective/call`, `…/hang`, `…/unfinished` | the call failed; no rank reported for [`stall`](ConformanceConfig::stall) (the ranks still inside a collective named, with their generations); a case never completed on every rank |
 //! | `exchange/combine`, `exchange/overwrite` | one ring step of disjoint chunks: the successor, and only the successor, combines (sum, max, min) or overwrites |
 //! | `exchange/pre_step_reads`     | every rank sends the range it also receives (fully or partly overlapping): sends must read the pre-step state |
 //! | `exchange/fold_order`         | several senders into one element, listed out of order, on inputs whose sum shows the order: folds must run in the contract's |
@@ -100,6 +100,11 @@ pub struct ConformanceConfig {
     pub seed: u64,
     /// How long one rank waits for one collective before the communicator aborts.
     pub timeout: Duration,
+    /// How long the matrix waits for any rank of a world to report before it declares the world
+    /// hung (`collective/hang`, naming the ranks still inside a collective and the generation
+    /// each is in), aborts its communicator and moves on: a lost wake-up or a hung device fails
+    /// the suite in seconds instead of hanging it.
+    pub stall: Duration,
     /// Run the collective matrix.
     pub collectives: bool,
     /// Run the crafted exchange checks and the plans driven by hand.
@@ -110,7 +115,8 @@ pub struct ConformanceConfig {
 
 impl Default for ConformanceConfig {
     /// The affordable profile: worlds 1..=8 × every type, operation, collective, algorithm and
-    /// length, prime 31, no large cases, 60 s per collective.
+    /// length, prime 31, no large cases, 60 s per collective, a world hung after 20 s without a
+    /// result.
     fn default() -> Self {
         Self {
             worlds: (1..=8).collect(),
@@ -129,6 +135,7 @@ impl Default for ConformanceConfig {
             large: LargeCases::Skip,
             seed: 0x00C0_FFEE,
             timeout: Duration::from_secs(60),
+            stall: Duration::from_secs(20),
             collectives: true,
             exchange: true,
             validation: true,
