@@ -40,7 +40,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             Algorithm::HalvingDoubling,
         ] {
             let Ok(plan) = Plan::new(collective, algorithm, world, input_len) else {
-                continue; // all-to-all: direct only
+                continue; // all-to-all: direct only; a size an algorithm refuses for its traffic
             };
             let start = Instant::now();
             verify(&plan)?;

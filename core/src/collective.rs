@@ -210,7 +210,7 @@ impl fmt::Display for Collective {
 /// | algorithm          | all-reduce steps | reduce-scatter / all-gather steps | broadcast steps | needs |
 /// |--------------------|------------------|-----------------------------------|-----------------|-------|
 /// | `Ring`             | `2(W-1)`         | `W-1`                             | `W` (scatter, ring all-gather) | — |
-/// | `Direct`           | 1                | 1                                 | 1               | — |
+/// | `Direct`           | 1 or 2           | 1                                 | 1 or 2          | traffic within [`TRAFFIC_BOUND`](crate::TRAFFIC_BOUND) |
 /// | `HalvingDoubling`  | `2·log2 W`       | `log2 W`                          | `2·log2 W`      | `W` a power of two |
 ///
 /// `Auto` picks, per collective, world and size, the one with the least modelled time (see
@@ -224,7 +224,11 @@ pub enum Algorithm {
     Auto,
     /// Neighbour to neighbour around the ring `r → r+1`: bandwidth-optimal, `O(W)` steps.
     Ring,
-    /// One step: every destination receives from every source at once.
+    /// Every destination receives from every source at once: one step, or two (all-reduce,
+    /// broadcast, reduce: a direct scatter or reduce-scatter of chunks, then their direct
+    /// gather) — of those within [`TRAFFIC_BOUND`](crate::TRAFFIC_BOUND) times the least
+    /// traffic, the one with the least modelled time (one step where latency dominates, two
+    /// where bandwidth does); refused where neither is within the bound.
     Direct,
     /// Recursive halving (reduce) and doubling (gather) with partner `r XOR d`: `O(log W)` steps,
     /// bandwidth-optimal; needs a power-of-two world.

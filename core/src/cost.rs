@@ -201,10 +201,15 @@ impl LinkModel {
 
     /// The modelled time of `plan` for elements of `element_size` bytes, in seconds.
     pub fn plan_time(&self, plan: &Plan, element_size: usize) -> f64 {
-        plan.steps()
+        self.steps_time(plan.steps(), plan.world(), element_size)
+    }
+
+    /// The modelled time of `steps` among `world` ranks for elements of `element_size` bytes.
+    pub(crate) fn steps_time(&self, steps: &[Step], world: usize, element_size: usize) -> f64 {
+        steps
             .iter()
             .map(|step| {
-                let (transfers, elements) = self.busiest(step, plan.world());
+                let (transfers, elements) = self.busiest(step, world);
                 self.step_time(transfers, elements.saturating_mul(element_size) as u64)
             })
             .sum()

@@ -849,14 +849,27 @@ mod tests {
 
     #[test]
     fn a_fold_beyond_the_fan_in_gets_an_accumulator_after_the_received_ranges() {
+        // One-step direct all-reduce, by hand: Plan::new takes two steps at this world.
         let world = FOLD_MAX + 4;
-        let plan = Plan::new(
+        let mut parts = Plan::new(
             Collective::AllReduce(ReduceOperation::Sum),
-            Algorithm::Direct,
+            Algorithm::Ring,
             world,
             5,
         )
-        .unwrap();
+        .unwrap()
+        .into_parts();
+        parts.steps = vec![step(
+            true,
+            (0..world)
+                .flat_map(|from| {
+                    (0..world)
+                        .filter(move |&to| to != from)
+                        .map(move |to| transfer(from, to, 0..5))
+                })
+                .collect(),
+        )];
+        let plan = Plan::from_parts(parts).unwrap();
         let queue = StepQueue::new(&plan.steps()[0], world, 5).unwrap();
         for fold in &queue.folds {
             assert_eq!(fold.inputs.len(), world);

@@ -194,7 +194,7 @@ fn on_sim(
     });
     match outputs.into_iter().collect::<Result<Vec<_>, _>>() {
         Ok(outputs) => Some(outputs),
-        // `Direct` has a plan for every collective; the others may refuse one.
+        // `Direct` has a plan for every collective at these sizes; the others may refuse one.
         Err(NativeCollectiveError::InvalidCollective { .. }) if algorithm != Algorithm::Direct => {
             None
         }

@@ -81,8 +81,8 @@ pub struct ContractCase {
 }
 
 /// A plan: built in, or a custom copy of the ring plan; a request the algorithm has no plan for
-/// (halving-doubling on a world that is not a power of two, all-to-all but by direct) falls back
-/// to the direct plan of the same collective.
+/// (halving-doubling on a world that is not a power of two, all-to-all but by direct, a size the
+/// algorithm refuses for its traffic) falls back to `Auto`'s plan of the same collective.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PlanChoice {
     /// The collective.
@@ -104,10 +104,10 @@ impl PlanChoice {
             other => other,
         };
         let plan = Plan::new(self.collective, fixed, world, input_len)
-            .or_else(|_| Plan::new(self.collective, Algorithm::Direct, world, input_len));
+            .or_else(|_| Plan::new(self.collective, Algorithm::Auto, world, input_len));
         let plan = match plan {
             Ok(plan) => plan,
-            Err(error) => panic!("no direct plan for {self:?}: {error}"),
+            Err(error) => panic!("no plan for {self:?}: {error}"),
         };
         if self.algorithm == Algorithm::Custom {
             Plan::from_parts(plan.clone().into_parts())

@@ -16,6 +16,7 @@
 //! | [`sweep`]       | the sweep driver, its rows, table and JSON, nccl-tests' sizes         |
 //! | [`scenario`]    | the fault-scenario runner, its fault checks, table and JSON           |
 //! | [`memory`]      | what a measurement takes, against what the machine has                |
+//! | [`membound`]    | the host-memory bound of a row: copy and fold rates, minimum traffic  |
 //! | [`probe`]       | the tools' decorator: traffic of the plan in flight, trace slices     |
 //! | [`schedule`]    | imported MSCCL schedules: checked, lowered per size; `verify`, `export` |
 //! | [`trace`]       | the Chrome trace-event file, streamed                                 |
@@ -25,6 +26,7 @@
 pub mod backend;
 pub mod cli;
 pub mod collectives;
+pub mod membound;
 pub mod memory;
 #[cfg(feature = "nccl")]
 pub mod nccl;

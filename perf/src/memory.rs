@@ -15,6 +15,25 @@ use std::fmt;
 /// generations dropped, at most `ruccl_sim::DEFAULT_POOL_BYTES` in all).
 pub const SIM_COPIES: u64 = 6;
 
+/// Host copies of the larger of a rank's buffers per rank that the host-memory bound
+/// ([`crate::membound`]) holds right before a row: its source and its destination, together
+/// the row's working set (`W` ranks' buffers). They are freed before the row's measurement
+/// allocates anything, so they share the memory only with what the device's pool keeps (one
+/// copy, counted in [`SIM_COPIES`]).
+pub const BOUND_COPIES: u64 = 1;
+
+/// What a row on the simulated device can hold at once, the bound's buffers counted: the
+/// larger of the measurement's [`SIM_COPIES`] and the bound's [`BOUND_COPIES`] beside the
+/// pool's copy.
+pub const SIM_ROW_COPIES: u64 = if SIM_COPIES > BOUND_COPIES + 1 {
+    SIM_COPIES
+} else {
+    BOUND_COPIES + 1
+};
+
+// The bound's buffers and the pool's copy fit in what a row is allowed.
+const _: () = assert!(SIM_ROW_COPIES >= SIM_COPIES && SIM_ROW_COPIES > BOUND_COPIES);
+
 /// Memory the tools keep for themselves and everything else, whatever the estimate.
 const RESERVE: u64 = 256 << 20;
 

@@ -188,6 +188,7 @@ impl NcclBaseline {
             traffic_ratio: None,
             model_us: plan.map(|plan| model.plan_time(&plan, element_type.size()) * 1e6),
             schedule: None,
+            bound: None,
         })
     }
 

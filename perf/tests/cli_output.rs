@@ -94,7 +94,7 @@ fn the_table_has_nccl_tests_columns_both_groups_and_one_row_per_size() {
             "busbw",
             "#wrong",
             "algorithm",
-            "traffic",
+            "bound",
             "model",
             "asked"
         ]
@@ -122,8 +122,10 @@ fn the_table_has_nccl_tests_columns_both_groups_and_one_row_per_size() {
             ["direct", "ring", "halving-doubling"].contains(&row[13]),
             "{row:?}"
         );
-        let ratio: f64 = row[14].parse().unwrap();
-        assert!(ratio >= 1.0, "{row:?}");
+        // The in-place time over the host-memory bound: positive, and far above 1 at these
+        // sizes (the bound is nanoseconds, a generation microseconds).
+        let times: f64 = row[14].parse().unwrap();
+        assert!(times > 1.0, "{row:?}");
         assert_eq!(row[16], "auto", "{row:?}");
     }
 }
@@ -207,13 +209,22 @@ fn every_collective_prints_its_own_table() {
         for row in rows(&text) {
             assert_eq!((row[3], row[4]), (redop, root), "{subcommand}: {row:?}");
             assert_eq!((row[8], row[12], row[13]), ("0", "0", "ring"), "{row:?}");
-            // The ring meets reduce-scatter's and all-gather's bounds when 3 divides the counts;
-            // a ring broadcast's root sends its scatter and then takes part in the all-gather.
-            let ratio: f64 = row[14].parse().unwrap();
+            assert!(row[14].parse::<f64>().unwrap() > 0.0, "{row:?}");
+        }
+        // The traffic ratio, in the JSON: the ring meets reduce-scatter's and all-gather's
+        // bounds when 3 divides the counts; a ring broadcast's root sends its scatter and then
+        // takes part in the all-gather.
+        let (_, json) = ruccl_perf(&[
+            subcommand, "-b", "96", "-e", "6K", "-f", "8", "-g", "3", "-n", "2", "-w", "1", "-r",
+            "2", "-o", "sum", "-A", "ring", "--json",
+        ]);
+        let document: Value = serde_json::from_str(&json).unwrap();
+        for row in document["rows"].as_array().unwrap() {
+            let ratio = row["traffic_ratio"].as_f64().unwrap();
             if root == "-1" {
-                assert_eq!(row[14], "1.00", "{subcommand}: {row:?}");
+                assert_eq!(ratio, 1.0, "{subcommand}: {row}");
             } else {
-                assert!((1.0..2.0).contains(&ratio), "{subcommand}: {row:?}");
+                assert!((1.0..2.0).contains(&ratio), "{subcommand}: {row}");
             }
         }
         let ignored = if root == "-1" {
@@ -297,6 +308,64 @@ fn every_type_and_operation_share_one_table_and_footer() {
 }
 
 #[test]
+fn a_size_the_core_refuses_for_direct_is_a_skipped_row_and_the_sweep_goes_on() {
+    // At W = 8 direct all-reduce of one element would send 7 elements against the ring's 2
+    // (more than TRAFFIC_BOUND = 3 times): refused at 4 B, two steps from 32 B on.
+    let args = [
+        "-A",
+        "direct,ring",
+        "-b",
+        "4",
+        "-e",
+        "32",
+        "-f",
+        "8",
+        "-g",
+        "8",
+        "-n",
+        "2",
+        "-w",
+        "1",
+    ];
+    let (verdict, text) = ruccl_perf(&args);
+    assert_eq!(verdict, Verdict::Passed, "{text}");
+    let skipped: Vec<&str> = text
+        .lines()
+        .filter(|line| line.contains("skipped:"))
+        .collect();
+    assert_eq!(skipped.len(), 1, "{text}");
+    assert!(skipped[0].starts_with('#'), "{text}");
+    let fields: Vec<&str> = skipped[0][1..].split_whitespace().collect();
+    assert_eq!(
+        fields[..6],
+        ["4", "1", "float", "sum", "-1", "direct"],
+        "{text}"
+    );
+    assert!(
+        skipped[0].contains("7 elements, 3.5× the 2 of ring"),
+        "{text}"
+    );
+    let shape: Vec<(&str, &str)> = rows(&text).iter().map(|row| (row[0], row[16])).collect();
+    assert_eq!(
+        shape,
+        [("4", "ring"), ("32", "direct"), ("32", "ring")],
+        "{text}"
+    );
+    // In JSON: a row with `skipped` and no measurements, in its place.
+    let mut json = args.to_vec();
+    json.push("--json");
+    let (_, text) = ruccl_perf(&json);
+    let document: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(document["outcome"]["status"], "passed", "{text}");
+    let rows = document["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 4, "{text}");
+    assert_eq!(rows[0]["asked"], "direct");
+    assert!(rows[0]["skipped"].as_str().unwrap().contains("use ring"));
+    assert!(rows[0].get("out_of_place").is_none());
+    assert!(rows[1..].iter().all(|row| row.get("skipped").is_none()));
+}
+
+#[test]
 fn the_json_document_has_every_row_and_what_happened() {
     let (_, text) = ruccl_perf(&[
         "all-gather-perf",
@@ -346,6 +415,25 @@ fn the_json_document_has_every_row_and_what_happened() {
         }
         assert_eq!(row["traffic_ratio"], 1.0);
         assert_eq!(row["asked"], "auto");
+        // The host-memory bound: an all-gather only copies, (W-1)/W of the output per rank,
+        // W ranks; its time at the copy rate; the table's column is the in-place time over it.
+        let bound = &row["bound"];
+        let bytes = row["bytes"].as_f64().unwrap();
+        assert_eq!(bound["folded_bytes"], 0.0);
+        assert_eq!(bound["copied_bytes"].as_f64().unwrap(), bytes);
+        let copy = bound["copy_gbps"].as_f64().unwrap();
+        assert!(
+            copy > 0.0 && bound["fold_gbps"].as_f64().unwrap() > 0.0,
+            "{row}"
+        );
+        let time_us = bound["time_us"].as_f64().unwrap();
+        assert!(
+            (time_us - bytes / (copy * 1e3)).abs() <= 1e-9 * time_us,
+            "{row}"
+        );
+        let times = bound["times"].as_f64().unwrap();
+        let in_place = row["in_place"]["time_us"].as_f64().unwrap();
+        assert!((times - in_place / time_us).abs() <= 1e-9 * times, "{row}");
         let schedule = row["schedule"].as_str().unwrap();
         assert!(
             schedule.len() == 16 && schedule.chars().all(|c| c.is_ascii_hexdigit()),
@@ -688,6 +776,7 @@ fn a_failed_run_still_writes_its_json_document_and_trace_and_says_it_failed() {
         using_devices: Vec::new(),
         ledger: None,
         host_copies: 5,
+        bound_threads: None,
         nccl_version: 0,
     };
     let mut out = Vec::new();

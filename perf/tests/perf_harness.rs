@@ -682,3 +682,34 @@ fn every_row_counts_the_timed_generations_in_which_a_rank_parked() {
         }
     }
 }
+
+#[test]
+fn the_bound_is_measured_before_each_row_only_when_asked_and_holds_the_rows_minimum_traffic() {
+    let config = small(&collectives::ALL_REDUCE, ElementType::F32);
+    // No threads for the bound (a GPU backend, or nothing shows it): no bound.
+    for row in measure(&sim_places(), std::slice::from_ref(&config)) {
+        assert_eq!(row.bound, None, "{row:?}");
+        assert_eq!(row.times_bound(), None);
+    }
+    let instruments = Instruments {
+        bound_threads: Some(2),
+        ..Instruments::default()
+    };
+    let rows = try_measure(&sim_places(), &[config], &instruments).unwrap();
+    assert_eq!(rows.len(), 3);
+    for row in rows {
+        let bound = row.bound.expect("a bound on every row");
+        // All-reduce over W = 3: 2·2/3 of the rank's elements per rank, · 3 ranks, half of it
+        // folded and half copied.
+        let half = (row.bytes * 2) as f64;
+        assert!((bound.traffic.folded - half).abs() < 1e-6, "{bound:?}");
+        assert!((bound.traffic.copied - half).abs() < 1e-6, "{bound:?}");
+        assert!(
+            bound.rates.copy > 0.0 && bound.rates.fold > 0.0,
+            "{bound:?}"
+        );
+        let seconds = half / bound.rates.fold + half / bound.rates.copy;
+        let times = row.in_place.time_us / (seconds * 1e6);
+        assert!((row.times_bound().unwrap() - times).abs() <= 1e-9 * times);
+    }
+}

@@ -199,6 +199,17 @@ impl GenerationTraffic {
         lower_bound_per_rank(self.collective, self.world(), self.input_len)
     }
 
+    /// The most elements any one rank sent, or received, over the generation: what the device
+    /// recorded of the measure the core bounds every built-in plan by
+    /// ([`Plan::busiest_rank_elements`](ruccl_core::Plan::busiest_rank_elements),
+    /// [`TRAFFIC_BOUND`](ruccl_core::TRAFFIC_BOUND)); equal to it for the plan that ran.
+    pub fn busiest_rank_elements(&self) -> usize {
+        (0..self.world())
+            .map(|rank| self.sent_by(rank).max(self.received_by(rank)))
+            .max()
+            .unwrap_or(0)
+    }
+
     /// What rank `rank` sent or received, whichever is more, divided by the per-rank lower
     /// bound (a root receives all a reduce or gather moves); `None` when the bound is zero
     /// (`W = 1` or an empty tensor).
@@ -208,11 +219,11 @@ impl GenerationTraffic {
         (bound > 0.0).then(|| moved as f64 / bound)
     }
 
-    /// The largest [`ratio_to_lower_bound`](Self::ratio_to_lower_bound) over all ranks.
+    /// The largest [`ratio_to_lower_bound`](Self::ratio_to_lower_bound) over all ranks: the
+    /// [`busiest_rank_elements`](Self::busiest_rank_elements) over the bound.
     pub fn max_ratio_to_lower_bound(&self) -> Option<f64> {
-        (0..self.world())
-            .filter_map(|rank| self.ratio_to_lower_bound(rank))
-            .reduce(f64::max)
+        let bound = self.lower_bound_per_rank();
+        (bound > 0.0 && self.world() > 0).then(|| self.busiest_rank_elements() as f64 / bound)
     }
 
     /// The generation's time under `model`: each step waits for its busiest link.

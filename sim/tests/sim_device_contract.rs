@@ -518,6 +518,76 @@ fn a_device_keeps_no_more_than_its_pool_allows() {
     }
 }
 
+#[test]
+fn a_generation_cut_across_threads_gives_the_bits_of_one_thread_in_place_and_out() {
+    // 3 ranks × 700 000 f32 (2.8 MB each): every step and the out-of-place copy-in are large
+    // enough to be cut across threads. Values with a fraction, so that a wrong fold order would
+    // round differently.
+    let (world, length) = (3u32, 700_000usize);
+    let inputs: Vec<HostValues> = (0..world)
+        .map(|rank| {
+            HostValues::F32(
+                (0..length)
+                    .map(|i| ((i as u32).wrapping_mul(2_654_435_761) ^ rank) as f32 / 7.0e6)
+                    .collect(),
+            )
+        })
+        .collect();
+    let bits = |device: SimDevice, collective: Collective| -> Vec<Vec<u32>> {
+        let devices: Vec<DeviceId> = (0..world).map(id).collect();
+        let communicator = NativeCommunicator::new(devices.clone(), device.clone()).unwrap();
+        let outputs: Vec<HostValues> = std::thread::scope(|scope| {
+            let handles: Vec<_> = (0..world as usize)
+                .map(|rank| {
+                    let (communicator, device, values) = (&communicator, device.clone(), &inputs);
+                    let on = devices[rank];
+                    scope.spawn(move || {
+                        let tensor = device.upload(on, &values[rank]).unwrap();
+                        let output = communicator
+                            .collective(
+                                rank,
+                                tensor,
+                                collective,
+                                // Bounded: a hang fails every rank alike, in time.
+                                CollectiveOptions::default()
+                                    .with_timeout(std::time::Duration::from_secs(60)),
+                            )
+                            .unwrap();
+                        device.download(&output).unwrap()
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        device.check_quiescent().unwrap();
+        outputs
+            .into_iter()
+            .map(|output| match output {
+                HostValues::F32(values) => values.iter().map(|v| v.to_bits()).collect(),
+                other => panic!("f32 in, {:?} out", other.element_type()),
+            })
+            .collect()
+    };
+    for collective in [
+        Collective::AllReduce(ReduceOperation::Sum),
+        Collective::AllReduce(ReduceOperation::Mean),
+        Collective::Broadcast { root: 1 },
+    ] {
+        let one_thread = bits(
+            SimDevice::builder().threads(1).in_place(true).build(),
+            collective,
+        );
+        for in_place in [true, false] {
+            let device = SimDevice::builder().threads(4).in_place(in_place).build();
+            assert_eq!(
+                bits(device, collective),
+                one_thread,
+                "{collective:?}, in place: {in_place}"
+            );
+        }
+    }
+}
+
 /// Run `collective` over `inputs` (one per rank) through a communicator, one thread per rank.
 fn run(inputs: Vec<HostValues>, collective: Collective) -> Vec<HostValues> {
     run_via(inputs, collective, Algorithm::Auto)

@@ -167,9 +167,9 @@ fn input_len(collective: Collective, world: usize, size: usize) -> usize {
     }
 }
 
-/// The layout every case's steps run on: the direct plan's (any built-in plan's is the same).
+/// The layout every case's steps run on: `Auto`'s plan's (every built-in plan's is the same).
 fn layout(collective: Collective, world: usize, input_len: usize) -> PlanParts {
-    Plan::new(collective, Algorithm::Direct, world, input_len)
+    Plan::new(collective, Algorithm::Auto, world, input_len)
         .unwrap()
         .into_parts()
 }
@@ -564,12 +564,7 @@ impl Case {
             Origin::Edited { algorithm, edits } => {
                 let built = Plan::new(self.collective, *algorithm, self.world, self.input_len)
                     .or_else(|_| {
-                        Plan::new(
-                            self.collective,
-                            Algorithm::Direct,
-                            self.world,
-                            self.input_len,
-                        )
+                        Plan::new(self.collective, Algorithm::Auto, self.world, self.input_len)
                     })
                     .unwrap();
                 let mut steps = built.steps().to_vec();
@@ -795,7 +790,7 @@ fn judge(case: &Case) -> Result<Outcome, TestCaseError> {
     // The interpreter takes the layout from a plan: the same layout, summing.
     let summing = Plan::new(
         case.collective.with_operation(ReduceOperation::Sum),
-        Algorithm::Direct,
+        Algorithm::Auto,
         case.world,
         case.input_len,
     )

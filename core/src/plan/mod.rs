@@ -10,7 +10,7 @@
 //!
 //! | file                  | job                                                          |
 //! |-----------------------|--------------------------------------------------------------|
-//! | `mod.rs`              | [`Plan`], [`PlanParts`], resolution                          |
+//! | `mod.rs`              | [`Plan`], [`PlanParts`], resolution, [`TRAFFIC_BOUND`]       |
 //! | `step.rs`             | [`Transfer`], [`Step`], a step's rules and [`StepLayout`]    |
 //! | `layout.rs`           | buffer length, placements and outputs per collective         |
 //! | `ring.rs`             | [`Algorithm::Ring`] for every collective                     |
@@ -100,8 +100,9 @@ impl Plan {
     /// empty world, a root outside it, an input that must split into `W` equal blocks
     /// (reduce-scatter, scatter, all-to-all) and does not, halving-doubling on a world that is
     /// not a power of two, an algorithm that has no plan for the collective (ring and
-    /// halving-doubling all-to-all), or `Custom` (a custom plan is built with
-    /// [`Plan::from_parts`]).
+    /// halving-doubling all-to-all), an algorithm none of whose schedules keeps its busiest
+    /// rank within [`TRAFFIC_BOUND`] times the least traffic (the reason names the ratio and the
+    /// better algorithm), or `Custom` (a custom plan is built with [`Plan::from_parts`]).
     pub fn new(
         collective: Collective,
         algorithm: Algorithm,
@@ -133,64 +134,111 @@ impl Plan {
             reason,
         };
         let layout = Layout::new(collective, world, input.len).map_err(invalid)?;
-        let build = |algorithm| Plan::built(collective, algorithm, world, input.len, &layout);
+        let mut plans = Plan::bounded(collective, world, input, &layout, model).into_iter();
         match algorithm {
             Algorithm::Auto => {
                 let mut best: Option<(f64, Plan)> = None;
-                for candidate in Algorithm::BUILT_IN {
-                    let Ok(plan) = build(candidate) else { continue };
+                for plan in plans.filter_map(|(_, plan)| plan.ok()) {
                     let time = model.plan_time(&plan, input.element.size());
                     if best.as_ref().is_none_or(|(least, _)| time < *least) {
                         best = Some((time, plan));
                     }
                 }
-                // `Ring` and `Direct` take every valid layout, so a candidate always exists.
+                // The plan that moves the least is within the bound, so one always exists.
                 best.map(|(_, plan)| plan)
                     .ok_or_else(|| invalid("no algorithm can run it".to_owned()))
             }
             Algorithm::Custom => Err(invalid(
                 "a custom plan is built with Plan::from_parts and run with run_plan".to_owned(),
             )),
-            fixed => build(fixed).map_err(invalid),
+            fixed => plans
+                .find(|(candidate, _)| *candidate == fixed)
+                .map_or_else(
+                    || Err(format!("{fixed} is not a fixed built-in algorithm")),
+                    |(_, plan)| plan,
+                )
+                .map_err(invalid),
         }
     }
 
-    /// The built-in plan of a fixed `algorithm` on a valid `layout`, or why there is none.
-    fn built(
+    /// Every built-in algorithm's plan on a valid `layout`, in [`Algorithm::BUILT_IN`]'s order,
+    /// or why it has none: of an algorithm's schedules ([`schedules`]) whose busiest rank moves
+    /// at most [`TRAFFIC_BOUND`] times the least any schedule of any built-in algorithm moves
+    /// ([`Plan::busiest_rank_elements`]), the one with the least time under `model` for
+    /// `input`'s elements (of equal times, the one with fewer steps). Only direct has more than
+    /// one schedule: one step where latency dominates, two where bandwidth does.
+    fn bounded(
         collective: Collective,
-        algorithm: Algorithm,
         world: usize,
-        input_len: usize,
+        input: TensorInfo,
         layout: &Layout,
-    ) -> Result<Plan, String> {
-        if collective == Collective::AllToAll && algorithm != Algorithm::Direct {
-            return Err(format!(
-                "{algorithm} has no all-to-all plan: every block goes to its own rank, which only direct does in one step"
-            ));
-        }
-        let steps = match algorithm {
-            Algorithm::Ring => ring::steps(collective, world, input_len),
-            Algorithm::Direct => direct::steps(collective, world, input_len),
-            Algorithm::HalvingDoubling => {
-                if !world.is_power_of_two() {
-                    return Err(format!(
-                        "halving-doubling needs a power-of-two world, not {world} ranks"
-                    ));
-                }
-                halving_doubling::steps(collective, world, input_len)
-            }
-            Algorithm::Auto | Algorithm::Custom => {
-                return Err(format!("{algorithm} is not a fixed built-in algorithm"));
-            }
-        };
-        Ok(Plan {
-            collective,
-            algorithm,
-            world,
-            input_len,
-            layout: layout.clone(),
-            steps,
-        })
+        model: &LinkModel,
+    ) -> Vec<(Algorithm, Result<Plan, String>)> {
+        let input_len = input.len;
+        let schedules: Vec<_> = Algorithm::BUILT_IN
+            .into_iter()
+            .map(|algorithm| {
+                let measured = schedules(collective, algorithm, world, input_len).map(|variants| {
+                    variants
+                        .into_iter()
+                        .map(|steps| (busiest_rank_elements(&steps, world), steps))
+                        .collect::<Vec<_>>()
+                });
+                (algorithm, measured)
+            })
+            .collect();
+        let (better, least) = schedules
+            .iter()
+            .filter_map(|(algorithm, variants)| {
+                let least = variants
+                    .as_ref()
+                    .ok()?
+                    .iter()
+                    .map(|(elements, _)| *elements);
+                Some((*algorithm, least.min()?))
+            })
+            .min_by_key(|&(_, elements)| elements)
+            .unwrap_or((Algorithm::Ring, 0));
+        let bound = least.saturating_mul(TRAFFIC_BOUND);
+        schedules
+            .into_iter()
+            .map(|(algorithm, variants)| {
+                let plan = variants.and_then(|variants| {
+                    let fewest = variants.iter().map(|(elements, _)| *elements).min();
+                    let priced =
+                        |steps: &[Step]| model.steps_time(steps, world, input.element.size());
+                    let mut within = variants.into_iter().filter(|(e, _)| *e <= bound);
+                    let chosen = within.next().map(|(_, first)| {
+                        // Fewest steps first, so a tie keeps the earlier.
+                        within.fold(first, |best, (_, steps)| {
+                            if priced(&steps) < priced(&best) {
+                                steps
+                            } else {
+                                best
+                            }
+                        })
+                    });
+                    let Some(steps) = chosen else {
+                        let fewest = fewest.unwrap_or(0);
+                        return Err(format!(
+                            "its busiest rank would move {fewest} elements, {:.1}× the {least} \
+                             of {better}; a plan moving more than {TRAFFIC_BOUND}× the least is \
+                             refused: use {better}",
+                            fewest as f64 / least as f64
+                        ));
+                    };
+                    Ok(Plan {
+                        collective,
+                        algorithm,
+                        world,
+                        input_len,
+                        layout: layout.clone(),
+                        steps,
+                    })
+                });
+                (algorithm, plan)
+            })
+            .collect()
     }
 
     /// A plan from a user's own layout and steps, with algorithm [`Algorithm::Custom`], after
@@ -402,6 +450,24 @@ impl Plan {
         self.transfers().map(|transfer| transfer.range.len()).sum()
     }
 
+    /// The traffic of the plan's busiest rank: the most elements any one rank sends, or
+    /// receives, to or from other ranks over the whole schedule — the measure
+    /// [`TRAFFIC_BOUND`] holds every built-in plan to.
+    ///
+    /// ```
+    /// use ruccl_core::{Algorithm, Collective, Plan, ReduceOperation};
+    ///
+    /// let sum = Collective::AllReduce(ReduceOperation::Sum);
+    /// let ring = Plan::new(sum, Algorithm::Ring, 4, 1000)?;
+    /// assert_eq!(ring.busiest_rank_elements(), 1500); // 2(W-1)/W · n
+    /// let direct = Plan::new(sum, Algorithm::Direct, 4, 1000)?;
+    /// assert_eq!(direct.busiest_rank_elements(), 3000); // (W-1) · n: one step, within 3×
+    /// # Ok::<(), ruccl_core::NativeCollectiveError>(())
+    /// ```
+    pub fn busiest_rank_elements(&self) -> usize {
+        busiest_rank_elements(&self.steps, self.world)
+    }
+
     /// Every transfer between two ranks (local copies left out).
     fn transfers(&self) -> impl Iterator<Item = &Transfer> {
         self.steps
@@ -409,6 +475,77 @@ impl Plan {
             .flat_map(|step| &step.transfers)
             .filter(|transfer| transfer.crosses_a_link())
     }
+}
+
+/// The schedules of a fixed built-in `algorithm` for a valid layout, fewest steps first (only
+/// direct has more than one), or why it has none.
+fn schedules(
+    collective: Collective,
+    algorithm: Algorithm,
+    world: usize,
+    input_len: usize,
+) -> Result<Vec<Vec<Step>>, String> {
+    if collective == Collective::AllToAll && algorithm != Algorithm::Direct {
+        return Err(format!(
+            "{algorithm} has no all-to-all plan: every block goes to its own rank, which only direct does in one step"
+        ));
+    }
+    match algorithm {
+        Algorithm::Ring => Ok(vec![ring::steps(collective, world, input_len)]),
+        Algorithm::Direct => Ok(direct::variants(collective, world, input_len)),
+        Algorithm::HalvingDoubling if !world.is_power_of_two() => Err(format!(
+            "halving-doubling needs a power-of-two world, not {world} ranks"
+        )),
+        Algorithm::HalvingDoubling => {
+            Ok(vec![halving_doubling::steps(collective, world, input_len)])
+        }
+        Algorithm::Auto | Algorithm::Custom => {
+            Err(format!("{algorithm} is not a fixed built-in algorithm"))
+        }
+    }
+}
+
+/// How many times the least traffic of any built-in plan for the same collective, world and
+/// length a built-in plan may move through its busiest rank
+/// ([`Plan::busiest_rank_elements`]). Every algorithm builds a schedule within it — of
+/// several (only [`Algorithm::Direct`] has two), the one with the least modelled time — and is
+/// refused with [`NativeCollectiveError::InvalidCollective`] where none is, so `Auto` never
+/// runs such a plan. The crate's tests check every collective, algorithm, world up to 16 and edge length:
+/// the ring is never refused there.
+///
+/// Why 3: a step saved is worth a few latencies, bytes cost time in proportion, so a plan may
+/// trade some bytes for fewer steps but not without limit. One-step direct all-reduce moves
+/// `(W-1)·n` against the ring's `2(W-1)/W·n`, `W/2` times as much: at 3 its one step stays
+/// possible up to six ranks, where it wins small sizes, and from seven ranks only the two-step
+/// variant is (`n + (W-2)·⌈n/W⌉`, the ring's figure when `W` divides `n`), which the model
+/// prefers at large sizes from three ranks anyway; unbounded, the one step at eight ranks moved
+/// four times the ring's bytes at every size. What is refused is
+/// tensors of a few elements on many ranks, where no chunking spreads the load: direct
+/// all-reduce, broadcast and reduce of up to about `W/5` elements (from eight, six and five
+/// ranks up: one element there), and halving-doubling broadcast and reduce of one to three
+/// elements from 16 ranks up (a binomial tree sends them `log₂ W` times from one rank, the ring
+/// once).
+pub const TRAFFIC_BOUND: usize = 3;
+
+/// The most elements any one of `world` ranks sends, or receives, to or from other ranks over
+/// `steps` (local copies left out).
+fn busiest_rank_elements(steps: &[Step], world: usize) -> usize {
+    let mut sent = vec![0usize; world];
+    let mut received = vec![0usize; world];
+    for transfer in steps
+        .iter()
+        .flat_map(|step| &step.transfers)
+        .filter(|transfer| transfer.crosses_a_link())
+    {
+        let len = transfer.range.len();
+        if let Some(elements) = sent.get_mut(transfer.from) {
+            *elements += len;
+        }
+        if let Some(elements) = received.get_mut(transfer.to) {
+            *elements += len;
+        }
+    }
+    sent.into_iter().chain(received).max().unwrap_or(0)
 }
 
 /// Block `index` of `blocks` blocks of `size` elements.

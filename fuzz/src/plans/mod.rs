@@ -35,7 +35,7 @@ use brute::{Examination, examine, output_len_at};
 pub use mutate::{Mutation, MutationKind};
 use ruccl_core::{
     Algorithm, Collective, LinkModel, NativeCollectiveError, Plan, PlanParts, ReduceOperation,
-    Step, Transfer, verify,
+    Step, TRAFFIC_BOUND, Transfer, verify,
 };
 use ruccl_sim::ElementType;
 use std::ops::Range;
@@ -504,6 +504,12 @@ fn impossible(
 fn most_steps(algorithm: Algorithm, collective: Collective, world: usize) -> usize {
     let log = world.max(1).trailing_zeros() as usize;
     match (algorithm, collective) {
+        // Two (a scatter or reduce-scatter of chunks, then their gather) where one would move
+        // more than TRAFFIC_BOUND × the least.
+        (
+            Algorithm::Direct,
+            Collective::AllReduce(_) | Collective::Broadcast { .. } | Collective::Reduce { .. },
+        ) => 2,
         (Algorithm::Direct, _) => 1,
         (Algorithm::Ring, Collective::AllReduce(_)) => 2 * (world - 1),
         (Algorithm::Ring, Collective::Broadcast { .. } | Collective::Reduce { .. }) => world,
@@ -527,6 +533,10 @@ fn check_built_in(
     let request = format!("{collective} via {algorithm} on {world} ranks × {input_len}");
     let plan = match built {
         Ok(plan) => plan,
+        Err(error) if refused_for_traffic(&error) => {
+            check_traffic_refusal(case, algorithm, &request);
+            return None;
+        }
         Err(error) => {
             assert!(
                 impossible(collective, algorithm, world, input_len),
@@ -583,6 +593,12 @@ fn check_built_in(
     if resolved == Algorithm::Ring && matches!(collective, Collective::AllReduce(_)) {
         check_ring_traffic(&plan, &request);
     }
+    let least = least_traffic(case);
+    assert!(
+        plan.busiest_rank_elements() <= TRAFFIC_BOUND * least,
+        "{request}: its busiest rank moves {}, more than {TRAFFIC_BOUND} × {least}",
+        plan.busiest_rank_elements()
+    );
     run::run_on_device(&plan, case.element_type, case.seed);
     if case.mutations.is_empty() {
         let rebuilt = Plan::from_parts(parts.clone())
@@ -594,6 +610,42 @@ fn check_built_in(
         );
     }
     Some(plan)
+}
+
+/// Whether `error` is a fixed algorithm's refusal of a size for its traffic
+/// ([`TRAFFIC_BOUND`]).
+fn refused_for_traffic(error: &NativeCollectiveError) -> bool {
+    matches!(error, NativeCollectiveError::InvalidCollective { reason, .. }
+        if reason.contains("the least is refused"))
+}
+
+/// The least traffic through a busiest rank of any built-in plan of the case's request.
+fn least_traffic(case: &PlanCase) -> usize {
+    Algorithm::BUILT_IN
+        .into_iter()
+        .filter_map(|algorithm| {
+            Plan::new(case.collective, algorithm, case.world, case.input_len).ok()
+        })
+        .map(|plan| plan.busiest_rank_elements())
+        .min()
+        .unwrap_or(0)
+}
+
+/// A refusal for traffic: of a possible request by a fixed algorithm, while another built-in
+/// algorithm builds it (`Auto` always does), moving something.
+fn check_traffic_refusal(case: &PlanCase, algorithm: Algorithm, request: &str) {
+    let (collective, world, input_len) = (case.collective, case.world, case.input_len);
+    assert!(
+        algorithm != Algorithm::Auto && !impossible(collective, algorithm, world, input_len),
+        "{request}: refused for its traffic"
+    );
+    let auto = Plan::new(collective, Algorithm::Auto, world, input_len)
+        .unwrap_or_else(|error| panic!("{request}: Auto refuses it too: {error}"));
+    assert_ne!(auto.algorithm(), algorithm, "{request}: Auto took it");
+    assert!(
+        least_traffic(case) > 0,
+        "{request}: refused where nothing moves"
+    );
 }
 
 /// `Auto` resolved to the built-in algorithm of least modelled time, ties to the earlier one.
@@ -724,6 +776,27 @@ pub fn seeds() -> Vec<(&'static str, PlanCase)> {
         (
             "ring_all_reduce",
             built(AllReduce(Sum), 4, 10, Algorithm::Ring, vec![]),
+        ),
+        (
+            "direct_all_reduce_two_steps",
+            PlanCase {
+                element_type: ElementType::F32,
+                ..built(AllReduce(Sum), 8, 24, Algorithm::Direct, vec![])
+            },
+        ),
+        (
+            "direct_reduce_two_steps_root_five",
+            built(
+                Reduce { op: Min, root: 5 },
+                8,
+                20,
+                Algorithm::Direct,
+                vec![],
+            ),
+        ),
+        (
+            "direct_refuses_one_element_on_eight_ranks",
+            built(AllReduce(Sum), 8, 1, Algorithm::Direct, vec![]),
         ),
         (
             "auto_all_reduce_mean",
@@ -1168,9 +1241,9 @@ pub fn seeds() -> Vec<(&'static str, PlanCase)> {
 
 #[cfg(test)]
 mod tests {
-    use super::{Origin, PlanCase, seeds, standard_layout};
+    use super::{Origin, PlanCase, check_case, refused_for_traffic, seeds, standard_layout};
     use crate::bytes::Reader;
-    use ruccl_core::{Plan, PlanParts, ScheduleViolation, StepViolation};
+    use ruccl_core::{Algorithm, Plan, PlanParts, ScheduleViolation, StepViolation};
 
     /// The custom parts a seed hands `Plan::from_parts` (a built-in plan's after its edits).
     fn custom_parts(case: &PlanCase) -> PlanParts {
@@ -1273,6 +1346,25 @@ mod tests {
             let verdict = Plan::from_parts(custom_parts(case)).map(|_| ());
             assert!(expected(&verdict), "{name}: {verdict:?}");
         }
+    }
+
+    #[test]
+    fn direct_takes_two_steps_or_is_refused_for_its_traffic() {
+        let seeds = seeds();
+        let seed = |name: &str| &seeds.iter().find(|(seed, _)| *seed == name).unwrap().1;
+        for name in [
+            "direct_all_reduce_two_steps",
+            "direct_reduce_two_steps_root_five",
+            "direct_refuses_one_element_on_eight_ranks",
+        ] {
+            check_case(seed(name));
+        }
+        let refused = seed("direct_refuses_one_element_on_eight_ranks");
+        let built = Plan::new(refused.collective, Algorithm::Direct, 8, 1);
+        assert!(built.as_ref().is_err_and(refused_for_traffic), "{built:?}");
+        let two = seed("direct_all_reduce_two_steps");
+        let plan = Plan::new(two.collective, Algorithm::Direct, 8, 24).unwrap();
+        assert_eq!(plan.steps().len(), 2);
     }
 
     #[test]

@@ -127,6 +127,7 @@ pub(super) fn build(
         using_devices,
         ledger: None,
         host_copies: CUDA_HOST_COPIES,
+        bound_threads: None,
         nccl_version: 0,
     };
     let places = Places {

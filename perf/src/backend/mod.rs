@@ -11,7 +11,7 @@
 pub mod cuda;
 
 use crate::cli::{BackendArgs, CliError};
-use crate::memory::SIM_COPIES;
+use crate::memory::SIM_ROW_COPIES;
 use crate::sweep::Places;
 use ruccl_core::{LinkModel, Links};
 use ruccl_sim::{HostTensors, Ledger, SimDevice};
@@ -36,11 +36,15 @@ pub struct Devices {
     pub title: Vec<String>,
     /// nccl-tests' `# Using devices` block: one line per rank.
     pub using_devices: Vec<String>,
-    /// The out-of-place device's traffic ledger, if it keeps one (the table's `traffic`).
+    /// The out-of-place device's traffic ledger, if it keeps one (the rows' `traffic_ratio`).
     pub ledger: Option<Ledger>,
     /// Host copies of a rank's larger buffer a measurement may hold at once, for the memory
     /// estimate (see [`crate::memory`]).
     pub host_copies: u64,
+    /// The threads the host-memory bound is measured with before each row (the table's
+    /// `bound`, [`crate::membound`]): the simulated device's; `None` where no host-memory
+    /// bound applies (GPUs).
+    pub bound_threads: Option<usize>,
     /// The NCCL version code the measurements run with (nccl-tests' `nccl-library=`), 0 when
     /// NCCL is not involved.
     pub nccl_version: u32,
@@ -118,7 +122,7 @@ pub fn run_on<C: OnDevice>(
             let build = |in_place: bool| {
                 // No census: the tool never reads it, and its shared registry would be one lock
                 // operation per value made or dropped on the measured path. Only the
-                // out-of-place device's ledger is read (the `traffic` column), and the sweep
+                // out-of-place device's ledger is read (the rows' `traffic_ratio`), and the sweep
                 // pauses it while it times (`Instruments::ledger`).
                 let mut builder = SimDevice::builder()
                     .in_place(in_place)
@@ -150,7 +154,8 @@ pub fn run_on<C: OnDevice>(
                     .map(|rank| using_device(rank, rank, 0, name))
                     .collect(),
                 ledger: Some(places.out_of_place.ledger().clone()),
-                host_copies: SIM_COPIES,
+                host_copies: SIM_ROW_COPIES,
+                bound_threads: Some(places.in_place.threads()),
                 nccl_version: 0,
             };
             command.run(&places, &devices).map(Ran::Ran)

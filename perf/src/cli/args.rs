@@ -327,7 +327,8 @@ pub struct PerfArgs {
     /// Algorithm every generation asks for: auto (the least modelled time per size), ring,
     /// direct or halving-doubling; a comma-separated list, or all, measures each in turn at
     /// every size, in one run, so their times compare under the same conditions (with all, one
-    /// the world cannot run is skipped with a note)
+    /// the world cannot run is skipped with a note; a size the core refuses an algorithm for
+    /// its traffic is a skipped row)
     #[arg(
         short = 'A',
         long = "algorithm",
@@ -402,9 +403,10 @@ pub struct PerfArgs {
     /// when it fails or is interrupted
     #[arg(short = 'J', long = "output_file", value_name = "FILE")]
     pub json_file: Option<PathBuf>,
-    /// Append ruCCL's columns to the table — algorithm (what the plan resolved to), traffic
-    /// (busiest rank's bytes over the lower bound), model (the link model's time, us), asked
-    /// (the algorithm asked for) — and a parked-generations line to the footer
+    /// Append ruCCL's columns to the table — algorithm (what the plan resolved to), bound (the
+    /// in-place time over the time the collective's minimum traffic takes at the host-memory
+    /// copy and fold rates measured before the row; `-` on GPUs), model (the link model's time,
+    /// us), asked (the algorithm asked for) — and a parked-generations line to the footer
     #[arg(long = "extra-columns")]
     pub extra_columns: bool,
 }

@@ -346,6 +346,10 @@ impl OnDevice for Sweeps<'_> {
         };
         let instruments = Instruments {
             ledger: devices.ledger.clone(),
+            // Measured only where it is shown.
+            bound_threads: devices
+                .bound_threads
+                .filter(|_| args.extra_columns || args.output.json),
             probe,
             stop: stop.clone(),
         };
@@ -398,6 +402,21 @@ impl OnDevice for Sweeps<'_> {
                 if let Some(document) = shown.nccl_json.as_mut() {
                     document.row(row, iterations);
                 }
+                shown.rows += 1;
+                bar.around(|| shown.printer.write(&text));
+                bar.advance(1);
+            }
+            SweepEvent::Skipped {
+                config,
+                setup,
+                reason,
+            } => {
+                let mut shown = shown.lock().unwrap_or_else(PoisonError::into_inner);
+                let text = if shown.json {
+                    json::skipped(config, setup, reason, shown.rows == 0)
+                } else {
+                    table::skipped(config, setup, reason)
+                };
                 shown.rows += 1;
                 bar.around(|| shown.printer.write(&text));
                 bar.advance(1);

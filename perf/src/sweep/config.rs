@@ -3,7 +3,9 @@
 
 use crate::collectives::{Counts, PerfCollective};
 use crate::schedule::Schedule;
-use ruccl_core::{Algorithm, Collective, ElementType, ReduceOperation};
+use ruccl_core::{
+    Algorithm, Collective, ElementType, NativeCollectiveError, Plan, ReduceOperation,
+};
 use ruccl_sim::pattern;
 use std::sync::Arc;
 use std::time::Duration;
@@ -272,6 +274,26 @@ impl SweepConfig {
             counts,
             bytes: counts.send.max(counts.recv) * element,
         }
+    }
+
+    /// Why the core refuses this sweep's fixed algorithm at `setup`'s size, if it does: every
+    /// plan of it would move more than [`ruccl_core::TRAFFIC_BOUND`] times the least traffic
+    /// (direct with fewer elements than a large world has ranks, say). The sweep skips that
+    /// size with a note instead of stopping. `Auto` and imported schedules are never refused.
+    pub fn refusal(&self, setup: &Setup) -> Option<String> {
+        if self.schedule.is_some() || self.algorithm == Algorithm::Auto {
+            return None;
+        }
+        let plan = Plan::new(
+            self.collective(),
+            self.algorithm,
+            self.world,
+            setup.counts.send,
+        );
+        plan.err().map(|error| match error {
+            NativeCollectiveError::InvalidCollective { reason, .. } => reason,
+            other => other.to_string(),
+        })
     }
 
     /// Inputs made ahead of a timed batch, for a collective whose output cannot be fed back.

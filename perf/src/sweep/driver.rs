@@ -28,6 +28,7 @@
 use super::config::{Setup, SweepConfig};
 use super::gate::{Broken, Gate};
 use super::row::{Measured, PerfRow, Waits, schedule_fingerprint};
+use crate::membound::{Bound, Meter, MinTraffic};
 use crate::probe::Probe;
 use crate::stop::{Stop, StopReason};
 use ruccl_core::{
@@ -79,11 +80,14 @@ impl Place {
 /// What the sweep measures with, besides the clock.
 #[derive(Clone, Debug)]
 pub struct Instruments {
-    /// The out-of-place device's traffic ledger (the `traffic` column); without one, the plan
+    /// The out-of-place device's traffic ledger (the rows' `traffic_ratio`); without one, the plan
     /// is priced instead and no ratio is reported. Rank 0 pauses it while the ranks time their
-    /// generations: the column is the untimed sync generation's traffic (every generation of a
+    /// generations: the ratio is the untimed sync generation's traffic (every generation of a
     /// size runs the same plan), and the timed ones pay nothing for the harness's books.
     pub ledger: Option<Ledger>,
+    /// Threads to measure the host-memory bound with before each row ([`crate::membound`]);
+    /// `None`: no bound (GPUs, or not shown).
+    pub bound_threads: Option<usize>,
     /// The probe the devices are behind: it records every call when tracing.
     pub probe: Probe,
     /// Checked before every collective call.
@@ -94,6 +98,7 @@ impl Default for Instruments {
     fn default() -> Self {
         Self {
             ledger: None,
+            bound_threads: None,
             probe: Probe::new(0, false, None),
             stop: Stop::new(),
         }
@@ -118,6 +123,16 @@ pub enum SweepEvent<'a> {
     },
     /// A size was measured.
     Measured(&'a PerfRow),
+    /// A size was skipped: the core refuses the sweep's algorithm there
+    /// ([`SweepConfig::refusal`]).
+    Skipped {
+        /// The sweep.
+        config: &'a SweepConfig,
+        /// The size.
+        setup: &'a Setup,
+        /// Why the core refuses it.
+        reason: &'a str,
+    },
 }
 
 /// Why a sweep stopped.
@@ -341,7 +356,10 @@ impl<D: HostTensors> Shared<'_, D> {
             // nccl-tests (2.16.8 on): at every size from the smallest to the largest, doubling.
             let mut requested = config.sizes.min;
             loop {
-                self.warm_up(rank, config, &config.setup(requested), generation)?;
+                let setup = config.setup(requested);
+                if config.refusal(&setup).is_none() {
+                    self.warm_up(rank, config, &setup, generation)?;
+                }
                 let next = if requested == 0 {
                     Some(1)
                 } else {
@@ -354,9 +372,25 @@ impl<D: HostTensors> Shared<'_, D> {
             }
         }
         let total = lead.sizes.count();
+        let mut meter = (rank == 0)
+            .then_some(self.instruments.bound_threads.map(Meter::new))
+            .flatten();
         for (position, requested) in lead.sizes.iter().enumerate() {
             for (offset, config) in group.iter().enumerate() {
                 let setup = config.setup(requested);
+                // Every rank decides alike: the plan is the same on every rank.
+                if let Some(reason) = config.refusal(&setup) {
+                    if rank == 0 {
+                        on_event(SweepEvent::Skipped {
+                            config,
+                            setup: &setup,
+                            reason: &reason,
+                        });
+                    }
+                    continue;
+                }
+                let bound = self.bound(rank, config, &setup, meter.as_ref())?;
+                let measuring = Instant::now();
                 let mut outcomes = Vec::with_capacity(2);
                 for place in [Place::OutOfPlace, Place::InPlace] {
                     if rank == 0 {
@@ -370,13 +404,44 @@ impl<D: HostTensors> Shared<'_, D> {
                     }
                     outcomes.push(self.measure(rank, config, &setup, place, generation)?);
                 }
+                if let Some(meter) = meter.as_mut() {
+                    meter.row_took(measuring.elapsed());
+                }
                 if let [Some(out_of_place), Some(in_place)] = &outcomes[..] {
-                    let row = self.row(config, &setup, out_of_place, in_place);
+                    let mut row = self.row(config, &setup, out_of_place, in_place);
+                    row.bound = bound;
                     on_event(SweepEvent::Measured(&row));
                 }
             }
         }
         Ok(())
+    }
+
+    /// The host-memory bound of `setup`'s row, measured by rank 0 with its `meter` while the
+    /// other ranks wait at the gate (parked, using no core); `None` on the other ranks.
+    fn bound(
+        &self,
+        rank: usize,
+        config: &SweepConfig,
+        setup: &Setup,
+        meter: Option<&Meter>,
+    ) -> Result<Option<Bound>, SweepError> {
+        if self.instruments.bound_threads.is_none() {
+            return Ok(None);
+        }
+        self.gate(rank, setup)?;
+        let bound = meter.and_then(|meter| {
+            let traffic = MinTraffic::of(
+                config.collective(),
+                config.world,
+                setup.counts.send,
+                config.element_type.size(),
+            );
+            let collectives = 2 * (1 + config.iterations + config.checks);
+            meter.measure(config.world * setup.bytes, traffic, collectives)
+        });
+        self.gate(rank, setup)?;
+        Ok(bound)
     }
 
     fn communicator(&self, place: Place) -> &NativeCommunicator<D> {
@@ -690,6 +755,7 @@ impl<D: HostTensors> Shared<'_, D> {
             traffic_ratio,
             model_us: model_seconds.map(|seconds| seconds * 1e6),
             schedule: plan.as_ref().map(schedule_fingerprint),
+            bound: None,
         }
     }
 }

@@ -13,17 +13,26 @@
 //!               "out_of_place": { "time_us": 9.1, "algbw_gbps": 0.0, "busbw_gbps": 0.0, "wrong": 0,
 //!                                 "parked": 0 },
 //!               "in_place": { ... }, "asked": "auto", "algorithm": "direct", "traffic_ratio": 1.0,
-//!               "model_us": 0.5, "schedule": "4f1c0b9e2a7d3365" } ],
+//!               "model_us": 0.5, "schedule": "4f1c0b9e2a7d3365",
+//!               "bound": { "copy_gbps": 9.8, "fold_gbps": 7.1, "folded_bytes": 24.0,
+//!                          "copied_bytes": 24.0, "time_us": 0.006, "times": 1516.7 } } ],
+//!   (a size the core refuses for the asked algorithm is a row with its size columns, "asked"
+//!   and "skipped": the reason, and no measurements)
 //!   (`schedule`: a fingerprint of the plan's work, equal for rows that ran the same schedule
-//!   under different names — `PerfRow::schedule`)
+//!   under different names — `PerfRow::schedule`; `bound`: the host-memory bound measured
+//!   before the row, `crate::membound` — the rates in 10⁹ bytes per second, the minimum
+//!   traffic, its time at those rates, and the in-place time over it, the table's `bound`
+//!   column; `null` where none applies or it was not measured, `time_us` and `times` `null`
+//!   where the row moves nothing)
 //!   "wrong_total": 0, "avg_busbw_gbps": 1.5,
 //!   "parked_generations": 0, "timed_generations": 40,
 //!   "outcome": { "status": "passed", "message": "..." } }
 //! ```
 
-use super::config::{Step, SweepConfig, algorithms_asked};
+use super::config::{Setup, Step, SweepConfig, algorithms_asked};
 use super::row::{Measured, PerfRow};
 use super::table::Totals;
+use crate::membound::Bound;
 use ruccl_core::{LinkModel, Links};
 use serde::Serialize;
 use serde_json::Value;
@@ -76,6 +85,32 @@ struct RowJson {
     model_us: Option<f64>,
     /// [`PerfRow::schedule`] as 16 hex digits.
     schedule: Option<String>,
+    bound: Option<BoundJson>,
+}
+
+/// [`PerfRow::bound`].
+#[derive(Serialize)]
+struct BoundJson {
+    copy_gbps: f64,
+    fold_gbps: f64,
+    folded_bytes: f64,
+    copied_bytes: f64,
+    time_us: Option<f64>,
+    /// The in-place time over `time_us` (the table's `bound`).
+    times: Option<f64>,
+}
+
+impl BoundJson {
+    fn of(row: &PerfRow, bound: &Bound) -> Self {
+        Self {
+            copy_gbps: bound.rates.copy / 1e9,
+            fold_gbps: bound.rates.fold / 1e9,
+            folded_bytes: bound.traffic.folded,
+            copied_bytes: bound.traffic.copied,
+            time_us: bound.seconds().map(|seconds| seconds * 1e6),
+            times: row.times_bound(),
+        }
+    }
 }
 
 #[derive(Serialize)]
@@ -161,9 +196,25 @@ pub fn row(row: &PerfRow, first: bool) -> String {
         schedule: row
             .schedule
             .map(|fingerprint| format!("{fingerprint:016x}")),
+        bound: row.bound.as_ref().map(|bound| BoundJson::of(row, bound)),
     };
     let text = serde_json::to_string(&json).unwrap_or_default();
     format!("{}\n    {text}", if first { "" } else { "," })
+}
+
+/// A size the core refuses for the sweep's algorithm ([`SweepConfig::refusal`]), in the rows'
+/// list: its size columns, `asked`, and `skipped` (why) instead of measurements.
+pub fn skipped(config: &SweepConfig, setup: &Setup, reason: &str, first: bool) -> String {
+    let json = serde_json::json!({
+        "bytes": setup.bytes,
+        "count": setup.counts.param,
+        "type": config.element_type.nccl_name(),
+        "redop": config.operation_name(),
+        "root": config.root_column(),
+        "asked": config.algorithm.name(),
+        "skipped": reason,
+    });
+    format!("{}\n    {json}", if first { "" } else { "," })
 }
 
 /// The tail: the totals and `outcome` (what happened), closing the document.

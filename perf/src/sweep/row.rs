@@ -1,5 +1,6 @@
 //! [`PerfRow`]: one measured size, out of place and in place, with nccl-tests' bandwidths.
 
+use crate::membound::Bound;
 use ruccl_core::{Algorithm, Collective, ElementType, Plan};
 
 /// How the ranks of one placement's timed generations waited, from the communicator's
@@ -58,6 +59,9 @@ pub struct PerfRow {
     /// one run with the same fingerprint ran the same schedule, whatever their algorithms are
     /// called (at W = 2 every all-gather algorithm is the same step). `None`: no plan known.
     pub schedule: Option<u64>,
+    /// The host-memory bound measured right before the row ([`crate::membound`]); `None`: none
+    /// applies (GPUs, a baseline) or it was not measured.
+    pub bound: Option<Bound>,
 }
 
 /// A fingerprint of what `plan` makes a device do — its buffer length, every rank's placement
@@ -96,6 +100,12 @@ impl PerfRow {
         [&self.out_of_place, &self.in_place]
     }
 
+    /// The in-place time over the host-memory bound's time (the table's `bound`); `None`
+    /// without a bound.
+    pub fn times_bound(&self) -> Option<f64> {
+        self.bound?.times(self.in_place.time_us)
+    }
+
     /// Wrong elements over both placements (unchecked ones count none).
     pub fn wrong(&self) -> u64 {
         self.placements().iter().filter_map(|m| m.wrong).sum()
@@ -127,6 +137,7 @@ mod tests {
             traffic_ratio: Some(1.0),
             model_us: Some(1.0),
             schedule: None,
+            bound: None,
         }
     }
 

@@ -9,13 +9,17 @@
 //! `redop` (`none` for collectives that do not reduce), `root` (`-1` without one), then
 //! `time algbw busbw #wrong` out of place and again in place — so scripts written for
 //! nccl-tests read them unchanged. `--extra-columns` ([`Style::extra`]) appends ruCCL's four:
-//! `algorithm` (what the plan resolved to: `-A auto` picks per size), `traffic` (what the
-//! busiest rank sent over the collective's lower bound, from the device's traffic ledger — the
-//! untimed sync generation's; 1.00 is optimal), `model` (the device's α–β link model's time for
-//! that traffic, µs) and `asked` (the algorithm the generations asked for: a run given several
-//! with `-A` measures each in turn at every size), and a `# Parked generations` footer line.
+//! `algorithm` (what the plan resolved to: `-A auto` picks per size), `bound` (the in-place
+//! time over the time that moving the collective's minimum traffic takes at the host-memory
+//! rates measured right before the row — [`crate::membound`]: nccl-tests' lower bound per rank
+//! times `W`, what a reduction must fold at the fold rate, the rest at the copy rate; 1.00
+//! would be the machine's memory speed, `-` where no host-memory bound applies: GPUs, the NCCL
+//! baseline; the traffic ratio it replaces, the busiest rank's over the lower bound, is in the
+//! JSON), `model` (the device's α–β link model's time for the plan's traffic, µs) and `asked`
+//! (the algorithm the generations asked for: a run given several with `-A` measures each in
+//! turn at every size), and a `# Parked generations` footer line.
 
-use super::config::{Step, SweepConfig, algorithms_asked};
+use super::config::{Setup, Step, SweepConfig, algorithms_asked};
 use super::row::{Measured, PerfRow, Waits};
 use std::fmt::Write as _;
 
@@ -25,7 +29,7 @@ pub const NCCL_TESTS_VERSION: &str = "2.19.6";
 /// How the table is laid out.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Style {
-    /// Append ruCCL's columns (`algorithm traffic model asked`) and the parked-generations line.
+    /// Append ruCCL's columns (`algorithm bound model asked`) and the parked-generations line.
     pub extra: bool,
 }
 
@@ -135,7 +139,7 @@ pub fn header(configs: &[SweepConfig], info: &HeaderInfo) -> String {
         "algbw",
         "busbw",
         "#wrong",
-        extra(["algorithm", "traffic", "model", "asked"]),
+        extra(["algorithm", "bound", "model", "asked"]),
     );
     let _ = writeln!(
         text,
@@ -153,7 +157,7 @@ pub fn header(configs: &[SweepConfig], info: &HeaderInfo) -> String {
         "(GB/s)",
         "(GB/s)",
         "",
-        extra(["", "(xbound)", "(us)", ""]),
+        extra(["", "(xtime)", "(us)", ""]),
     );
     text
 }
@@ -216,14 +220,13 @@ pub fn row(row: &PerfRow, style: Style) -> String {
     let extra = if style.extra {
         let algorithm = row.algorithm.map_or("-", |algorithm| algorithm.name());
         let asked = row.asked.map_or("-", |algorithm| algorithm.name());
-        let traffic = row.traffic_ratio.map_or_else(
-            || "-".to_owned(),
-            |ratio| format!("{:.2}", non_negative(ratio)),
-        );
+        let bound = row
+            .times_bound()
+            .map_or_else(|| "-".to_owned(), |times| float_str(times, 7));
         let model = row
             .model_us
             .map_or_else(|| "-".to_owned(), |us| format!("{:.2}", non_negative(us)));
-        format!("  {algorithm:>16}  {traffic:>7}  {model:>9}  {asked:>16}")
+        format!("  {algorithm:>16}  {bound:>7}  {model:>9}  {asked:>16}")
     } else {
         String::new()
     };
@@ -238,6 +241,20 @@ pub fn row(row: &PerfRow, style: Style) -> String {
         row.root,
         group(row, &row.out_of_place),
         group(row, &row.in_place),
+    )
+}
+
+/// A size the core refuses for the sweep's algorithm ([`SweepConfig::refusal`]): a comment line
+/// where its row would be, naming the algorithm and why, so the sweep goes on.
+pub fn skipped(config: &SweepConfig, setup: &Setup, reason: &str) -> String {
+    format!(
+        "#{:>11}  {:>12}  {:>8}  {:>6}  {:>6}  {} skipped: {reason}\n",
+        setup.bytes,
+        setup.counts.param,
+        config.element_type.nccl_name(),
+        config.operation_name(),
+        config.root_column(),
+        config.algorithm,
     )
 }
 
@@ -374,7 +391,93 @@ pub fn general(value: f64) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::{float_str, general, leading_float, time};
+    use super::{HeaderInfo, Style, float_str, general, header, leading_float, row, time};
+    use crate::membound::{Bound, MinTraffic, Rates};
+    use crate::sweep::{Measured, PerfRow, SweepConfig};
+    use ruccl_core::{Algorithm, Collective, ElementType, ReduceOperation};
+
+    /// An all-reduce row of 1 MiB at W = 2 whose in-place time is `in_place_us`.
+    fn all_reduce_row(in_place_us: f64, bound: Option<Bound>) -> PerfRow {
+        let measured = |time_us| Measured {
+            time_us,
+            wrong: Some(0),
+            waits: None,
+        };
+        PerfRow {
+            collective: Collective::AllReduce(ReduceOperation::Sum),
+            element_type: ElementType::F32,
+            world: 2,
+            bytes: 1 << 20,
+            count: 1 << 18,
+            root: -1,
+            out_of_place: measured(900.0),
+            in_place: measured(in_place_us),
+            asked: Some(Algorithm::Auto),
+            algorithm: Some(Algorithm::Ring),
+            traffic_ratio: Some(1.5),
+            model_us: Some(80.0),
+            schedule: None,
+            bound,
+        }
+    }
+
+    #[test]
+    fn the_bound_column_is_the_in_place_time_over_the_bounds_time() {
+        // 2·1/2·2^18 elements per rank · 2 ranks · 4 B = 2 MiB: 1 MiB folded at 1 GB/s and
+        // 1 MiB copied at 2 GB/s take 1572.864 µs; 3932.16 µs is 2.5 times that.
+        let bound = Bound {
+            rates: Rates {
+                copy: 2e9,
+                fold: 1e9,
+            },
+            traffic: MinTraffic::of(Collective::AllReduce(ReduceOperation::Sum), 2, 1 << 18, 4),
+        };
+        let measured = all_reduce_row(3932.16, Some(bound));
+        let fields: Vec<String> = row(&measured, Style { extra: true })
+            .split_whitespace()
+            .map(str::to_owned)
+            .collect();
+        assert_eq!(fields.len(), 17, "{fields:?}");
+        assert_eq!(
+            fields[14], "2.50",
+            "not the traffic ratio (1.50) nor out of place"
+        );
+        assert!((measured.times_bound().unwrap() - 2.5).abs() < 1e-9);
+        // No bound (GPUs, the NCCL baseline): a dash, whatever the traffic ratio.
+        let unbounded = row(&all_reduce_row(3932.16, None), Style { extra: true });
+        assert_eq!(unbounded.split_whitespace().nth(14), Some("-"));
+    }
+
+    #[test]
+    fn the_extra_columns_leave_nccl_tests_columns_byte_for_byte() {
+        let measured = all_reduce_row(1234.5, None);
+        let plain = row(&measured, Style { extra: false });
+        let extra = row(&measured, Style { extra: true });
+        assert!(extra.starts_with(plain.trim_end_matches('\n')), "{extra}");
+        // The extra columns keep their widths: 16, 7, 9, 16 after two spaces each.
+        assert_eq!(extra.len() - plain.len(), 4 * 2 + 16 + 7 + 9 + 16);
+        let config = SweepConfig {
+            world: 2,
+            ..SweepConfig::default()
+        };
+        let info = |extra| HeaderInfo {
+            style: Style { extra },
+            ..HeaderInfo::default()
+        };
+        let (plain, extra) = (
+            header(std::slice::from_ref(&config), &info(false)),
+            header(&[config], &info(true)),
+        );
+        for (plain, extra) in plain.lines().zip(extra.lines()) {
+            assert!(extra.starts_with(plain), "{extra}");
+        }
+        let names = extra.lines().rev().nth(1).unwrap();
+        assert!(
+            names.ends_with("  algorithm    bound      model             asked"),
+            "{names}"
+        );
+        assert!(extra.lines().last().unwrap().contains("(xtime)"));
+    }
 
     #[test]
     fn times_lose_decimals_as_nccl_tests() {

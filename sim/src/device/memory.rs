@@ -8,13 +8,14 @@
 use super::census::Registry;
 use super::elements::Element;
 use super::error::SimError;
-use super::kernels::{Kernel, map_in_place};
+use super::kernels::{Kernel, combine_into, map_in_place};
 use super::parallel;
 use super::pool::Pool;
 use super::{SimPrepared, SimTensor};
 use crate::host::{ElementType, HostValues};
 use half::{bf16, f16};
 use ruccl_core::{DeviceId, Piece, Plan, ReduceOperation, Source, StepLayout, Write, WriteKind};
+use std::mem::MaybeUninit;
 
 /// Every rank's buffer, for one element type.
 #[derive(Debug)]
@@ -52,25 +53,33 @@ macro_rules! with_buffers {
 impl Memory {
     /// The buffers of a generation of `plan` over `inputs` (checked: one per rank, all of
     /// `element_type` and the plan's input length). In place when `in_place` allows it; fresh
-    /// buffers come from `pool`, and inputs copied out of go back to it.
+    /// buffers come from `pool`, and inputs copied out of go back to it. Whole inputs are
+    /// copied on up to `threads` threads.
     pub(crate) fn new(
         element_type: ElementType,
         inputs: Vec<SimPrepared>,
         plan: &Plan,
         in_place: bool,
+        threads: usize,
         pool: &Pool,
     ) -> Result<Self, SimError> {
+        let buffers = Buffers {
+            plan,
+            in_place,
+            threads,
+            pool,
+        };
         Ok(match element_type {
-            ElementType::F32 => Memory::F32(buffers(inputs, plan, in_place, pool)?),
-            ElementType::F64 => Memory::F64(buffers(inputs, plan, in_place, pool)?),
-            ElementType::F16 => Memory::F16(buffers(inputs, plan, in_place, pool)?),
-            ElementType::BF16 => Memory::BF16(buffers(inputs, plan, in_place, pool)?),
-            ElementType::I32 => Memory::I32(buffers(inputs, plan, in_place, pool)?),
-            ElementType::I64 => Memory::I64(buffers(inputs, plan, in_place, pool)?),
-            ElementType::I8 => Memory::I8(buffers(inputs, plan, in_place, pool)?),
-            ElementType::U8 => Memory::U8(buffers(inputs, plan, in_place, pool)?),
-            ElementType::U32 => Memory::U32(buffers(inputs, plan, in_place, pool)?),
-            ElementType::U64 => Memory::U64(buffers(inputs, plan, in_place, pool)?),
+            ElementType::F32 => Memory::F32(buffers.build(inputs)?),
+            ElementType::F64 => Memory::F64(buffers.build(inputs)?),
+            ElementType::F16 => Memory::F16(buffers.build(inputs)?),
+            ElementType::BF16 => Memory::BF16(buffers.build(inputs)?),
+            ElementType::I32 => Memory::I32(buffers.build(inputs)?),
+            ElementType::I64 => Memory::I64(buffers.build(inputs)?),
+            ElementType::I8 => Memory::I8(buffers.build(inputs)?),
+            ElementType::U8 => Memory::U8(buffers.build(inputs)?),
+            ElementType::U32 => Memory::U32(buffers.build(inputs)?),
+            ElementType::U64 => Memory::U64(buffers.build(inputs)?),
             other => return Err(SimError::UnsupportedType(other)),
         })
     }
@@ -109,38 +118,116 @@ impl Memory {
     }
 }
 
-/// Each rank's working buffer: its input's allocation in place, or a fresh one holding the
-/// input at its placement.
-fn buffers<T: Stored>(
-    inputs: Vec<SimPrepared>,
-    plan: &Plan,
+/// How a generation's working buffers are made.
+struct Buffers<'a> {
+    plan: &'a Plan,
     in_place: bool,
-    pool: &Pool,
-) -> Result<Vec<Vec<T>>, SimError> {
-    let buffer_len = plan.buffer_len();
-    // A vector of its own rather than collected in the inputs' allocation: the elements differ
-    // in size, so collecting in place would reallocate it.
-    let mut buffers = Vec::with_capacity(inputs.len());
-    for (rank, input) in inputs.into_iter().enumerate() {
-        let tensor = input.into_tensor();
-        let actual = tensor.element_type();
-        let values =
-            T::unwrap(tensor.into_values()).map_err(|_| SimError::ElementTypeMismatch {
-                rank,
-                expected: T::TYPE,
-                actual,
-            })?;
-        let placement = plan.placement(rank);
-        if in_place && placement == 0 && values.len() == buffer_len {
-            buffers.push(values);
-            continue;
+    threads: usize,
+    pool: &'a Pool,
+}
+
+impl Buffers<'_> {
+    /// Each rank's working buffer: its input's allocation in place, or a fresh one holding the
+    /// input at its placement. A fresh buffer that is a whole input's copy (placed at 0, the
+    /// input's length: out of place) is filled on up to `threads` threads at once, as one
+    /// [`parallel::run_pieces`] call for every rank: one pass over each buffer, no zero-fill.
+    fn build<T: Stored>(&self, inputs: Vec<SimPrepared>) -> Result<Vec<Vec<T>>, SimError> {
+        let buffer_len = self.plan.buffer_len();
+        // A vector of its own rather than collected in the inputs' allocation: the elements
+        // differ in size, so collecting in place would reallocate it.
+        let mut buffers = Vec::with_capacity(inputs.len());
+        // `(rank, input)`: whole copies still to make into `buffers[rank]`, which is empty with
+        // room for `buffer_len` elements until then.
+        let mut whole: Vec<(usize, Vec<T>)> = Vec::new();
+        for (rank, input) in inputs.into_iter().enumerate() {
+            let tensor = input.into_tensor();
+            let actual = tensor.element_type();
+            let values =
+                T::unwrap(tensor.into_values()).map_err(|_| SimError::ElementTypeMismatch {
+                    rank,
+                    expected: T::TYPE,
+                    actual,
+                })?;
+            let placement = self.plan.placement(rank);
+            if placement == 0 && values.len() == buffer_len {
+                if self.in_place {
+                    buffers.push(values);
+                } else {
+                    buffers.push(self.pool.take(buffer_len));
+                    whole.push((rank, values));
+                }
+                continue;
+            }
+            // `validate::begin` checked the placement and length fit the buffer.
+            let buffer = self.pool.placed(buffer_len, placement, &values);
+            self.pool.give(values);
+            buffers.push(buffer);
         }
-        // `validate::begin` checked the placement and length fit the buffer.
-        let buffer = pool.placed(buffer_len, placement, &values);
-        pool.give(values);
-        buffers.push(buffer);
+        let mut sources = whole.iter().peekable();
+        let mut pieces = Vec::with_capacity(whole.len());
+        for (rank, buffer) in buffers.iter_mut().enumerate() {
+            if let Some((_, source)) = sources.next_if(|(copy_rank, _)| *copy_rank == rank) {
+                pieces.push(CopyIn {
+                    dst: &mut buffer.spare_capacity_mut()[..buffer_len],
+                    src: source,
+                });
+            }
+        }
+        parallel::run_pieces(pieces, size_of::<T>(), self.threads, CopyIn::run);
+        for (rank, values) in whole {
+            // SAFETY: `buffers[rank]` came from `Pool::take(buffer_len)`, so its capacity holds
+            // `buffer_len` elements, and every one of them was written: its `CopyIn` covered
+            // `0..buffer_len`, and `run_pieces` runs every piece, cut into parts that cover each
+            // element exactly once (`parallel.rs`). `T` is `Copy`: no element needs dropping.
+            unsafe { buffers[rank].set_len(buffer_len) };
+            self.pool.give(values);
+        }
+        Ok(buffers)
     }
-    Ok(buffers)
+}
+
+/// A fresh buffer's uninitialised elements and the input they get: a unit of
+/// [`parallel::run_pieces`].
+struct CopyIn<'a, T> {
+    dst: &'a mut [std::mem::MaybeUninit<T>],
+    src: &'a [T],
+}
+
+impl<T: Copy> CopyIn<'_, T> {
+    fn run(self) {
+        let len = self.dst.len().min(self.src.len());
+        // SAFETY: both slices are borrows the caller holds (the buffer's spare capacity,
+        // exclusively; the input, shared) and hold at least `len` elements; they cannot overlap
+        // (one is a fresh allocation's capacity, the other a live vector). `MaybeUninit<T>` has
+        // `T`'s layout, and `T: Copy`, so a bitwise copy initialises each element.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                self.src.as_ptr(),
+                self.dst.as_mut_ptr().cast::<T>(),
+                len,
+            );
+        }
+    }
+}
+
+impl<T: Send + Sync> parallel::Piece for CopyIn<'_, T> {
+    fn len(&self) -> usize {
+        self.dst.len()
+    }
+    fn split_at(self, at: usize) -> (Self, Self) {
+        let (low, high) = self.dst.split_at_mut(at);
+        let (first, rest) = self.src.split_at(at.min(self.src.len()));
+        (
+            CopyIn {
+                dst: low,
+                src: first,
+            },
+            CopyIn {
+                dst: high,
+                src: rest,
+            },
+        )
+    }
 }
 
 fn step<T: Stored>(
@@ -164,9 +251,9 @@ fn step<T: Stored>(
 /// `before` (folded from the left), the receiver's own value, then `after`.
 ///
 /// A step worth one thread runs write by write on the calling thread. A larger one is cut into
-/// one share per thread as a whole ([`parallel::run_pieces`]): one set of threads per step,
-/// however many writes it has (a thread per large write cost tens of microseconds each, which
-/// the device's model cannot see).
+/// one share per thread as a whole ([`parallel::run_pieces`]): one hand-over to the pool per
+/// step, however many writes it has (each hand-over costs a wake-up, which the device's model
+/// cannot see).
 fn apply<T: Stored, F: Fn(T, T) -> T + Copy + Sync>(
     buffers: &mut [Vec<T>],
     layout: &StepLayout,
@@ -181,7 +268,6 @@ fn apply<T: Stored, F: Fn(T, T) -> T + Copy + Sync>(
         .collect();
     let total: usize = layout.writes.iter().map(|write| write.range.len()).sum();
     if parallel::worth(total, size_of::<T>(), threads) <= 1 {
-        let mut scratch: Vec<T> = Vec::new();
         for write in &layout.writes {
             let len = write.range.len();
             // The receiver's buffer is taken out while its sources are read from the others': a
@@ -194,16 +280,9 @@ fn apply<T: Stored, F: Fn(T, T) -> T + Copy + Sync>(
                     Source::Copied { snapshot, offset } => &copies[snapshot][offset..offset + len],
                 }
             };
-            run_write(
-                &mut target[write.range.clone()],
-                &write.kind,
-                read,
-                op,
-                &mut scratch,
-            );
+            run_write(&mut target[write.range.clone()], &write.kind, read, op);
             buffers[write.to] = target;
         }
-        pool.give(scratch);
     } else {
         let (units, unwritten) = units(buffers, layout);
         let resolve = Resolve {
@@ -214,7 +293,7 @@ fn apply<T: Stored, F: Fn(T, T) -> T + Copy + Sync>(
             let (offset, len) = (unit.offset, unit.dst.len());
             let read =
                 |source: &Source| &resolve.full(source, unit.write.range.len())[offset..][..len];
-            run_write(unit.dst, &unit.write.kind, read, op, &mut Vec::new());
+            run_write(unit.dst, &unit.write.kind, read, op);
         });
     }
     copies.into_iter().for_each(|kept| pool.give(kept));
@@ -225,14 +304,12 @@ fn apply<T: Stored, F: Fn(T, T) -> T + Copy + Sync>(
 /// fold of `k` senders streams through the receiver once, not `k` times.
 const FOLD_BLOCK: usize = 2048;
 
-/// Run one write into `dst`, whose sources `read` returns as slices as long as `dst`. `scratch`
-/// holds the fold of the senders below the receiver when there are two or more.
+/// Run one write into `dst`, whose sources `read` returns as slices as long as `dst`.
 fn run_write<'s, T: Stored + 's, F: Fn(T, T) -> T + Copy>(
     dst: &mut [T],
     kind: &WriteKind,
     read: impl Fn(&Source) -> &'s [T],
     op: F,
-    scratch: &mut Vec<T>,
 ) {
     let (before, after): (&[Piece], &[Piece]) = match kind {
         WriteKind::Copy(piece) => {
@@ -241,10 +318,9 @@ fn run_write<'s, T: Stored + 's, F: Fn(T, T) -> T + Copy>(
         }
         WriteKind::Fold { before, after } => (before, after),
     };
-    if before.len() >= 2 {
-        scratch.clear();
-        scratch.resize(dst.len().min(FOLD_BLOCK), T::default());
-    }
+    // Where the fold of two or more senders below the receiver is built, block by block: on the
+    // stack, so that no generation allocates it, and never initialised but by that fold.
+    let mut scratch = [const { MaybeUninit::<T>::uninit() }; FOLD_BLOCK];
     for (index, block) in dst.chunks_mut(FOLD_BLOCK).enumerate() {
         let range = index * FOLD_BLOCK..index * FOLD_BLOCK + block.len();
         let sender = |piece: &Piece| &read(&piece.source)[range.clone()];
@@ -256,13 +332,12 @@ fn run_write<'s, T: Stored + 's, F: Fn(T, T) -> T + Copy>(
             }
             .run(op),
             [first, second, rest @ ..] => {
-                let folded = &mut scratch[..block.len()];
-                Kernel::Combine {
-                    dst: &mut *folded,
-                    left: sender(first),
-                    right: sender(second),
-                }
-                .run(op);
+                let folded = combine_into(
+                    &mut scratch[..block.len()],
+                    sender(first),
+                    sender(second),
+                    op,
+                );
                 for source in rest {
                     Kernel::Accumulate {
                         dst: &mut *folded,

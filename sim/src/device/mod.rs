@@ -8,7 +8,7 @@
 //! | `validate.rs`  | the checks `begin` runs before touching data                 |
 //! | `layouts.rs`   | the last generation's laid-out steps (per thread), reused    |
 //! | `memory.rs`    | the per-rank working buffers of one generation                |
-//! | `kernels.rs`   | the fused element loops                                      |
+//! | `kernels.rs`   | the fused element loops, in the CPU's widest vectors         |
 //! | `parallel.rs`  | splitting a call's loops across cores (not under checkers)   |
 //! | `pool.rs`      | the caching allocator: large allocations reused, bounded     |
 //! | `elements.rs`  | element arithmetic, `Mean` scaling and its rounding          |
@@ -58,8 +58,10 @@ use ruccl_core::{
 pub const DEFAULT_LEDGER_RETENTION: usize = 4096;
 
 /// How many bytes of allocations a device keeps for reuse unless told otherwise
-/// ([`SimDeviceBuilder::pool_bytes`]).
-pub const DEFAULT_POOL_BYTES: usize = 256 << 20;
+/// ([`SimDeviceBuilder::pool_bytes`]): one generation's buffers at W = 8 and 64 MiB per rank, out
+/// of place (512 MiB), twice over. A cap, not a reservation: the pool holds only what recent
+/// generations dropped and frees what is not taken again soon.
+pub const DEFAULT_POOL_BYTES: usize = 1 << 30;
 
 /// A simulated device: every rank's working buffer is a host buffer owned by its [`DeviceId`],
 /// and every method checks the executor contract instead of trusting the caller.
@@ -465,7 +467,14 @@ impl NativeCollectiveDevice for SimDevice {
                 });
             }
         }
-        let memory = Memory::new(element_type, inputs, plan, self.config.in_place, &self.pool)?;
+        let memory = Memory::new(
+            element_type,
+            inputs,
+            plan,
+            self.config.in_place,
+            self.config.threads,
+            &self.pool,
+        )?;
         let recording = self.config.record_traffic && !self.ledger.is_paused();
         Ok(SimWork {
             devices: devices.to_vec(),

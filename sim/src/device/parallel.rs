@@ -2,16 +2,19 @@
 //!
 //! The pieces of one step (or of the `Mean` scaling) write disjoint memory, so they can run on
 //! any threads in any order. Above [`MIN_BYTES_PER_THREAD`] per extra thread, the pieces are cut
-//! into one equal share per thread and run under `std::thread::scope`: the threads live only for
-//! the call and borrow the buffers, so nothing outlives it. Below that, or with one core, the
-//! pieces run on the calling thread.
+//! into one equal share per thread: the calling thread runs one share and rayon's pool (one
+//! worker per core, started once per process and asleep between calls) runs the others, inside
+//! `rayon::in_place_scope`, which borrows the buffers and returns only when every share is done,
+//! so nothing outlives the call. Below that, or with one core, the pieces run on the calling
+//! thread.
 //!
-//! Under a model checker (`--cfg ruccl_loom` / `--cfg ruccl_shuttle`) no thread is ever spawned
-//! here: the checkers must see every thread, and these would be invisible to them.
+//! Under a model checker (`--cfg ruccl_loom` / `--cfg ruccl_shuttle`) no other thread ever runs
+//! a piece: the checkers must see every thread, and the pool's would be invisible to them.
 
-/// Work below this many bytes per thread runs on fewer threads: spawning a scoped thread costs
-/// tens of microseconds, about what a core streams through a megabyte.
-pub(crate) const MIN_BYTES_PER_THREAD: usize = 1 << 20;
+/// Work below this many bytes per thread runs on fewer threads: handing a share to a sleeping
+/// pool worker costs a wake-up (several microseconds, tens on a busy machine), about what a core
+/// streams through this much memory.
+pub(crate) const MIN_BYTES_PER_THREAD: usize = 512 << 10;
 
 /// Shares are cut at multiples of this many elements, keeping vector loops whole.
 const GRAIN: usize = 64;
@@ -87,9 +90,9 @@ fn run_shares<P: Piece>(mut lists: Vec<Vec<P>>, run: &(impl Fn(P) + Sync)) {
     let Some(mine) = lists.pop() else {
         return;
     };
-    std::thread::scope(|scope| {
+    rayon::in_place_scope(|scope| {
         for list in lists {
-            scope.spawn(move || list.into_iter().for_each(run));
+            scope.spawn(move |_| list.into_iter().for_each(run));
         }
         mine.into_iter().for_each(run);
     });

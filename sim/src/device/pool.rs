@@ -129,7 +129,7 @@ impl Pool {
     }
 
     /// An empty vector with room for `len` elements, kept or new.
-    fn take<T: Stored>(&self, len: usize) -> Vec<T> {
+    pub(crate) fn take<T: Stored>(&self, len: usize) -> Vec<T> {
         let wanted = len.saturating_mul(size_of::<T>());
         let Some(shelf) = self.shelf.as_ref().filter(|_| wanted >= MIN_POOLED_BYTES) else {
             return Vec::with_capacity(len);
