@@ -51,6 +51,7 @@ pub struct LinkModel {
     beta: f64,
     transfer_cost: f64,
     links: Links,
+    fused_cliques: bool,
 }
 
 /// Parameters that make no link model.
@@ -76,6 +77,7 @@ impl Default for LinkModel {
             beta: 24e9,
             transfer_cost: 0.0,
             links: Links::PerRank,
+            fused_cliques: false,
         }
     }
 }
@@ -95,6 +97,7 @@ impl LinkModel {
             beta,
             transfer_cost: 0.0,
             links,
+            fused_cliques: false,
         })
     }
 
@@ -134,6 +137,23 @@ impl LinkModel {
         self.transfer_cost
     }
 
+    /// The same model for a device that runs a [clique](Step::clique) as one fold stored on
+    /// every rank of the group, on a [shared](Links::Shared) link: such a step costs one
+    /// transfer per rank of the group and its range once per rank (each rank's elements read
+    /// once and written once), instead of every pair's transfer, the copies aside and the
+    /// folds. No effect on per-rank links, where the pairs' transfers cross the links anyway.
+    pub fn with_fused_cliques(self) -> Self {
+        Self {
+            fused_cliques: true,
+            ..self
+        }
+    }
+
+    /// Whether [`with_fused_cliques`](Self::with_fused_cliques) holds.
+    pub fn fuses_cliques(&self) -> bool {
+        self.fused_cliques
+    }
+
     /// What a link is.
     pub fn links(&self) -> Links {
         self.links
@@ -166,6 +186,10 @@ impl LinkModel {
             .filter(|transfer| !transfer.range.is_empty());
         match self.links {
             Links::Shared => {
+                if let Some(clique) = self.fused_cliques.then(|| step.clique()).flatten() {
+                    let ranks = clique.ranks.len();
+                    return (ranks, ranks.saturating_mul(clique.range.len()));
+                }
                 let aside = step.overwritten_sources();
                 let ranges = moving
                     .map(|transfer| &transfer.range)

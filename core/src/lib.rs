@@ -127,8 +127,8 @@ pub use device::{
 pub use element::{ElementType, ParseElementTypeError};
 pub use error::{NativeCollectiveError, Phase};
 pub use plan::{
-    Operand, Piece, Plan, PlanParts, Source, Step, StepLayout, StepViolation, TRAFFIC_BOUND,
-    Transfer, Write, WriteKind,
+    Clique, Operand, Piece, Plan, PlanParts, Source, Step, StepLayout, StepViolation,
+    TRAFFIC_BOUND, Transfer, Write, WriteKind,
 };
 pub use registry::NativeCommunicators;
 pub use rendezvous::{NativeCommunicator, WaitStats};

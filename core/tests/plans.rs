@@ -1191,3 +1191,140 @@ fn scaling_by_zero_or_past_the_address_space_is_a_typed_error() {
         );
     }
 }
+
+/// The steps of `collective`'s `algorithm` plan on `world` ranks of `len` elements.
+fn steps_of(collective: Collective, algorithm: Algorithm, world: usize, len: usize) -> Vec<Step> {
+    Plan::new(collective, algorithm, world, len)
+        .unwrap()
+        .steps()
+        .to_vec()
+}
+
+#[test]
+fn only_a_step_where_every_member_folds_every_other_members_same_range_is_a_clique() {
+    for world in 2..=6 {
+        // Direct's one-step all-reduce is a clique of the whole world, ranks ascending.
+        let one = steps_of(Collective::AllReduce(SUM), Algorithm::Direct, world, 1);
+        let clique = one[0].clique().unwrap();
+        assert_eq!(clique.ranks, (0..world).collect::<Vec<_>>());
+        assert_eq!(clique.range, 0..1);
+        // No step of a ring, halving-doubling, or direct's two-step all-reduce, nor any step of
+        // another collective's plan, is one.
+        for collective in collectives(world) {
+            for algorithm in [
+                Algorithm::Ring,
+                Algorithm::HalvingDoubling,
+                Algorithm::Direct,
+            ] {
+                let len = 64 * world;
+                let Ok(plan) = Plan::new(collective, algorithm, world, len) else {
+                    continue;
+                };
+                let is_one_step_all_reduce = matches!(collective, Collective::AllReduce(_))
+                    && algorithm == Algorithm::Direct
+                    && plan.steps().len() == 1;
+                for step in plan.steps() {
+                    assert_eq!(
+                        step.clique().is_some(),
+                        is_one_step_all_reduce || (world == 2 && is_all_pairs(step)),
+                        "{collective:?} {algorithm:?} W = {world}: {step:?}"
+                    );
+                }
+            }
+        }
+    }
+    let pairs = |ranks: &[usize], range: std::ops::Range<usize>| -> Vec<Transfer> {
+        ranks
+            .iter()
+            .flat_map(|&from| ranks.iter().map(move |&to| (from, to)))
+            .filter(|(from, to)| from != to)
+            .map(|(from, to)| Transfer::new(from, to, range.clone()))
+            .collect()
+    };
+    let clique = Step {
+        combine: true,
+        transfers: pairs(&[1, 3, 4], 2..9),
+    };
+    let found = clique.clique().unwrap();
+    assert_eq!((found.ranks, found.range), (vec![1, 3, 4], 2..9));
+    // Overwriting, a pair missing, a pair twice, a range that differs, or one landing elsewhere:
+    // not a clique.
+    let mut overwriting = clique.clone();
+    overwriting.combine = false;
+    let mut missing = clique.clone();
+    missing.transfers.pop();
+    let mut twice = missing.clone();
+    twice.transfers.push(twice.transfers[0].clone());
+    let mut other_range = clique.clone();
+    other_range.transfers[2].range = 2..8;
+    let mut elsewhere = clique.clone();
+    elsewhere.transfers[1].at = 3;
+    let mut local = clique.clone();
+    local.transfers[0].to = local.transfers[0].from;
+    let empty = Step {
+        combine: true,
+        transfers: pairs(&[0, 1], 4..4),
+    };
+    for step in [
+        overwriting,
+        missing,
+        twice,
+        other_range,
+        elsewhere,
+        local,
+        empty,
+    ] {
+        assert_eq!(step.clique(), None, "{step:?}");
+    }
+}
+
+/// Whether `step` is the two transfers of one range between ranks 0 and 1, combining.
+fn is_all_pairs(step: &Step) -> bool {
+    step.combine
+        && step.transfers.len() == 2
+        && step.transfers[0].range == step.transfers[1].range
+        && step
+            .transfers
+            .iter()
+            .all(|t| t.at == t.range.start && t.from != t.to)
+}
+
+#[test]
+fn a_model_that_fuses_cliques_prices_them_as_one_pass_over_each_members_memory() {
+    let shared = LinkModel::new(0.12e-6, 24e9, Links::Shared).unwrap();
+    let fused = shared.with_fused_cliques();
+    assert!(fused.fuses_cliques() && !shared.fuses_cliques());
+    let input = TensorInfo {
+        len: 1 << 20,
+        element: ElementType::F32,
+    };
+    let all_reduce = Collective::AllReduce(SUM);
+    for world in [2, 4] {
+        // Unfused, every pair's whole tensor and the copies aside: direct takes two steps at a
+        // megabyte. Fused, the one step reads and writes each member once: it takes one.
+        let plain = Plan::with_model(all_reduce, Algorithm::Direct, world, input, &shared).unwrap();
+        assert_eq!(plain.steps().len(), 2, "W = {world}");
+        let one = Plan::with_model(all_reduce, Algorithm::Direct, world, input, &fused).unwrap();
+        assert_eq!(one.steps().len(), 1, "W = {world}");
+        let one_step_time = fused.plan_time(&one, 4);
+        let expected = fused.step_time(world, (world * input.len * 4) as u64);
+        assert!(
+            (one_step_time - expected).abs() < 1e-12,
+            "{one_step_time} {expected}"
+        );
+        // Auto takes it: no other plan moves less of this device's memory.
+        let auto = Plan::with_model(all_reduce, Algorithm::Auto, world, input, &fused).unwrap();
+        assert_eq!(auto.steps(), one.steps(), "W = {world}");
+    }
+    // The traffic bound still refuses one step from W = 7 (W/2 > 3 times the ring's link
+    // traffic), fused or not.
+    let eight = Plan::with_model(all_reduce, Algorithm::Direct, 8, input, &fused).unwrap();
+    assert_eq!(eight.steps().len(), 2);
+    // On per-rank links the flag changes nothing: the pairs' transfers cross the links.
+    let per_rank = LinkModel::new(2e-6, 24e9, Links::PerRank).unwrap();
+    let plan = Plan::with_model(all_reduce, Algorithm::Direct, 4, input, &per_rank).unwrap();
+    assert_eq!(
+        per_rank.plan_time(&plan, 4),
+        per_rank.with_fused_cliques().plan_time(&plan, 4)
+    );
+}

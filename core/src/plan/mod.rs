@@ -34,7 +34,7 @@ use crate::{Algorithm, Collective, ElementType, LinkModel, TensorInfo};
 use layout::Layout;
 use std::ops::Range;
 pub use step::{
-    Operand, Piece, Source, Step, StepLayout, StepViolation, Transfer, Write, WriteKind,
+    Clique, Operand, Piece, Source, Step, StepLayout, StepViolation, Transfer, Write, WriteKind,
 };
 
 impl Step {

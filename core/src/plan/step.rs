@@ -77,6 +77,16 @@ pub struct Step {
     pub transfers: Vec<Transfer>,
 }
 
+/// A step in which every rank of `ranks` folds every other's `range` into its own
+/// ([`Step::clique`]): every one of them ends with the same fold.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Clique {
+    /// The ranks of the group, ascending: the fold's order.
+    pub ranks: Vec<usize>,
+    /// The elements every rank of the group sends, and folds at the same indices.
+    pub range: Range<usize>,
+}
+
 /// Why a step cannot run on a layout: the rule it breaks and where.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
@@ -226,6 +236,54 @@ impl Step {
         sources.sort_unstable_by_key(|(from, range)| (*from, range.start, range.end));
         sources.dedup();
         sources
+    }
+
+    /// The step as a clique, if it is one: a combining step in which every rank of a group of
+    /// two or more sends the same non-empty range to every other rank of the group, landing
+    /// where it is read (`at = range.start`), and nothing else moves. Every receiver then folds
+    /// the same values in the same order — the group's, ranks ascending ([`Write::operands`]) —
+    /// so a device may fold each element once and store the result on every rank of the group,
+    /// reading each rank's range once and writing it once, with nothing set aside (every value
+    /// a fold reads is read before that element is written). The one-step direct all-reduce is
+    /// a clique of the whole world.
+    pub fn clique(&self) -> Option<Clique> {
+        let first = self.transfers.first()?;
+        let range = first.range.clone();
+        if !self.combine
+            || range.is_empty()
+            || self
+                .transfers
+                .iter()
+                .any(|transfer| transfer.range != range || transfer.at != range.start)
+        {
+            return None;
+        }
+        let mut ranks: Vec<usize> = self
+            .transfers
+            .iter()
+            .map(|transfer| transfer.from)
+            .collect();
+        ranks.sort_unstable();
+        ranks.dedup();
+        let size = ranks.len();
+        // Every ordered pair of distinct members exactly once: `size·(size-1)` transfers, each
+        // between two members, no pair twice.
+        if size < 2 || self.transfers.len() != size * (size - 1) {
+            return None;
+        }
+        let member = |rank: usize| ranks.binary_search(&rank).ok();
+        let mut seen = vec![false; size * size];
+        for transfer in &self.transfers {
+            let (Some(from), Some(to)) = (member(transfer.from), member(transfer.to)) else {
+                return None;
+            };
+            let pair = &mut seen[from * size + to];
+            if from == to || *pair {
+                return None;
+            }
+            *pair = true;
+        }
+        Some(Clique { ranks, range })
     }
 
     /// Every non-empty target `(to, range)`, sorted by `(to, start)`.

@@ -269,7 +269,7 @@ unsafe fn map_avx512<T: Copy>(values: &mut [T], scale: impl Fn(T) -> T) {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     //! Every instruction set's loops against a scalar loop (one opaque call per element), bit
     //! for bit: every element type,
     //! every operation, every kernel, lengths around the vector widths, and operands chosen to
@@ -285,7 +285,7 @@ mod tests {
     type Op<T> = fn(T, T) -> T;
 
     /// Bits, so that NaNs compare by payload and ±0 apart.
-    trait Bits: Element + std::fmt::Debug {
+    pub(crate) trait Bits: Element + std::fmt::Debug {
         fn bits(self) -> u64;
         fn from_bits(bits: u64) -> Self;
     }

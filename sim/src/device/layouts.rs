@@ -32,7 +32,7 @@
 
 use super::error::SimError;
 use crate::ledger::StepTraffic;
-use ruccl_core::{Source, Step, StepLayout, WriteKind};
+use ruccl_core::{Clique, Source, Step, StepLayout, WriteKind};
 use std::cell::RefCell;
 use std::sync::Arc;
 
@@ -46,6 +46,9 @@ pub(crate) struct LaidOut {
     pub(crate) layout: StepLayout,
     /// What the ledger records for it.
     pub(crate) traffic: StepTraffic,
+    /// The step as a clique ([`Step::clique`]): `exchange` then folds each element once and
+    /// stores it on every rank of the group, and `layout` is only the step's check.
+    pub(crate) clique: Option<Clique>,
 }
 
 impl LaidOut {
@@ -54,6 +57,7 @@ impl LaidOut {
         Ok(Self {
             layout: local_sources_copied(step.lay_out(world, buffer_len)?),
             traffic: StepTraffic::of(step),
+            clique: step.clique(),
             step: step.clone(),
             world,
             buffer_len,

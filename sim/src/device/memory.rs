@@ -2,7 +2,10 @@
 //!
 //! A rank's buffer is its input's own allocation when the plan works in place (the buffer is the
 //! input, placed at 0) and the device allows it; otherwise a fresh buffer of the plan's length
-//! with the input copied to its placement. The element type is matched once per call; everything
+//! with the input copied to its placement — a whole input (placed at 0, the buffer's length)
+//! only when the first step needs it: a first step that is a clique of those ranks over their
+//! whole buffers folds from the inputs straight into the fresh buffers, so an out-of-place
+//! all-reduce by one clique moves what an in-place one does. The element type is matched once per call; everything
 //! below runs on typed slices.
 
 use super::census::Registry;
@@ -14,22 +17,25 @@ use super::pool::Pool;
 use super::{SimPrepared, SimTensor};
 use crate::host::{ElementType, HostValues};
 use half::{bf16, f16};
-use ruccl_core::{DeviceId, Piece, Plan, ReduceOperation, Source, StepLayout, Write, WriteKind};
+use ruccl_core::{
+    Clique, DeviceId, Piece, Plan, ReduceOperation, Source, StepLayout, Write, WriteKind,
+};
 use std::mem::MaybeUninit;
+use std::ops::Range;
 
 /// Every rank's buffer, for one element type.
 #[derive(Debug)]
 pub(crate) enum Memory {
-    F32(Vec<Vec<f32>>),
-    F64(Vec<Vec<f64>>),
-    F16(Vec<Vec<f16>>),
-    BF16(Vec<Vec<bf16>>),
-    I32(Vec<Vec<i32>>),
-    I64(Vec<Vec<i64>>),
-    I8(Vec<Vec<i8>>),
-    U8(Vec<Vec<u8>>),
-    U32(Vec<Vec<u32>>),
-    U64(Vec<Vec<u64>>),
+    F32(Ranks<f32>),
+    F64(Ranks<f64>),
+    F16(Ranks<f16>),
+    BF16(Ranks<bf16>),
+    I32(Ranks<i32>),
+    I64(Ranks<i64>),
+    I8(Ranks<i8>),
+    U8(Ranks<u8>),
+    U32(Ranks<u32>),
+    U64(Ranks<u64>),
 }
 
 /// Run `$body` with `$buffers` bound to the typed buffers of whichever variant.
@@ -50,23 +56,78 @@ macro_rules! with_buffers {
     };
 }
 
+/// Every rank's working buffer for one element type, and the whole inputs not copied in yet.
+#[derive(Debug)]
+pub(crate) struct Ranks<T> {
+    /// Rank `r`'s working buffer. While `pending` holds rank `r`'s input, the buffer is empty,
+    /// with room for the buffer's length, and the input holds its values.
+    buffers: Vec<Vec<T>>,
+    /// `(rank, input)`, ranks ascending: whole inputs of an out-of-place generation, waiting
+    /// for the first step (`step`: folded from by a clique of exactly them over their whole
+    /// buffers, else copied in first); empty from then on.
+    pending: Vec<(usize, Vec<T>)>,
+}
+
+impl<T: Stored> Ranks<T> {
+    /// Copy every pending input into its buffer, on up to `threads` threads at once, as one
+    /// [`parallel::run_pieces`] call for every rank: one pass over each buffer, no zero-fill.
+    /// The inputs go back to `pool`.
+    fn copy_in(&mut self, threads: usize, pool: &Pool) {
+        if self.pending.is_empty() {
+            return;
+        }
+        let mut sources = self.pending.iter().peekable();
+        let mut pieces = Vec::with_capacity(self.pending.len());
+        for (rank, buffer) in self.buffers.iter_mut().enumerate() {
+            if let Some((_, source)) = sources.next_if(|(copy_rank, _)| *copy_rank == rank) {
+                pieces.push(CopyIn {
+                    dst: &mut buffer.spare_capacity_mut()[..source.len()],
+                    src: source,
+                });
+            }
+        }
+        parallel::run_pieces(pieces, size_of::<T>(), threads, CopyIn::run);
+        for (rank, values) in std::mem::take(&mut self.pending) {
+            // SAFETY: `buffers[rank]` came from `Pool::take` for the buffer's length, which is
+            // `values.len()` (a pending input is a whole one), so its capacity holds that many
+            // elements, and every one of them was written: its `CopyIn` covered them all, and
+            // `run_pieces` runs every piece, cut into parts that cover each element exactly
+            // once (`parallel.rs`). `T` is `Copy`: no element needs dropping.
+            unsafe { self.buffers[rank].set_len(values.len()) };
+            pool.give(values);
+        }
+    }
+
+    /// Whether `clique` can run straight from the pending inputs: its members are exactly the
+    /// ranks pending, and it covers their whole buffers.
+    fn folds_every_pending_input(&self, clique: &Clique) -> bool {
+        !self.pending.is_empty()
+            && clique.ranks.len() == self.pending.len()
+            && clique
+                .ranks
+                .iter()
+                .zip(&self.pending)
+                .all(|(member, (rank, input))| {
+                    member == rank && clique.range.start == 0 && clique.range.end == input.len()
+                })
+    }
+}
+
 impl Memory {
     /// The buffers of a generation of `plan` over `inputs` (checked: one per rank, all of
     /// `element_type` and the plan's input length). In place when `in_place` allows it; fresh
     /// buffers come from `pool`, and inputs copied out of go back to it. Whole inputs are
-    /// copied on up to `threads` threads.
+    /// copied in by the first step ([`Ranks::pending`]).
     pub(crate) fn new(
         element_type: ElementType,
         inputs: Vec<SimPrepared>,
         plan: &Plan,
         in_place: bool,
-        threads: usize,
         pool: &Pool,
     ) -> Result<Self, SimError> {
         let buffers = Buffers {
             plan,
             in_place,
-            threads,
             pool,
         };
         Ok(match element_type {
@@ -86,14 +147,17 @@ impl Memory {
 
     /// Apply one checked step; `combining` is the operation a combining step folds with. Copies
     /// aside and scratch come from `pool` and go back to it.
+    /// A step that is a clique ([`Step::clique`](ruccl_core::Step::clique)) comes with it and
+    /// runs as one fold stored on every rank of the group; `layout` is then unused.
     pub(crate) fn step(
         &mut self,
         layout: &StepLayout,
+        clique: Option<&Clique>,
         combining: ReduceOperation,
         threads: usize,
         pool: &Pool,
     ) {
-        with_buffers!(self, buffers => step(buffers, layout, combining, threads, pool));
+        with_buffers!(self, ranks => step(ranks, layout, clique, combining, threads, pool));
     }
 
     /// Hand over rank `r`'s `plan.output(r)` range on `devices[r]`, each divided by `divide_by`
@@ -107,14 +171,20 @@ impl Memory {
         threads: usize,
         keeping: Keeping<'_>,
     ) -> Vec<SimTensor> {
-        with_buffers!(self, buffers => {
-            into_outputs(buffers, devices, plan, divide_by, threads, keeping)
+        with_buffers!(self, ranks => {
+            let mut ranks = ranks;
+            ranks.copy_in(threads, keeping.pool);
+            into_outputs(ranks.buffers, devices, plan, divide_by, threads, keeping)
         })
     }
 
     /// A copy of rank `rank`'s buffer as it is now.
     pub(crate) fn buffer(&self, rank: usize) -> Option<HostValues> {
-        with_buffers!(self, buffers => buffers.get(rank).map(|buffer| Stored::wrap(buffer.clone())))
+        with_buffers!(self, ranks => {
+            let pending = ranks.pending.iter().find(|(pending, _)| *pending == rank);
+            let values = pending.map(|(_, input)| input).or_else(|| ranks.buffers.get(rank));
+            values.map(|values| Stored::wrap(values.clone()))
+        })
     }
 }
 
@@ -122,22 +192,21 @@ impl Memory {
 struct Buffers<'a> {
     plan: &'a Plan,
     in_place: bool,
-    threads: usize,
     pool: &'a Pool,
 }
 
 impl Buffers<'_> {
     /// Each rank's working buffer: its input's allocation in place, or a fresh one holding the
     /// input at its placement. A fresh buffer that is a whole input's copy (placed at 0, the
-    /// input's length: out of place) is filled on up to `threads` threads at once, as one
-    /// [`parallel::run_pieces`] call for every rank: one pass over each buffer, no zero-fill.
-    fn build<T: Stored>(&self, inputs: Vec<SimPrepared>) -> Result<Vec<Vec<T>>, SimError> {
+    /// input's length: out of place) is left empty and its input pending
+    /// ([`Ranks::pending`]).
+    fn build<T: Stored>(&self, inputs: Vec<SimPrepared>) -> Result<Ranks<T>, SimError> {
         let buffer_len = self.plan.buffer_len();
         // A vector of its own rather than collected in the inputs' allocation: the elements
         // differ in size, so collecting in place would reallocate it.
         let mut buffers = Vec::with_capacity(inputs.len());
         // `(rank, input)`: whole copies still to make into `buffers[rank]`, which is empty with
-        // room for `buffer_len` elements until then.
+        // room for `buffer_len` elements until then (`Ranks::pending`).
         let mut whole: Vec<(usize, Vec<T>)> = Vec::new();
         for (rank, input) in inputs.into_iter().enumerate() {
             let tensor = input.into_tensor();
@@ -163,26 +232,10 @@ impl Buffers<'_> {
             self.pool.give(values);
             buffers.push(buffer);
         }
-        let mut sources = whole.iter().peekable();
-        let mut pieces = Vec::with_capacity(whole.len());
-        for (rank, buffer) in buffers.iter_mut().enumerate() {
-            if let Some((_, source)) = sources.next_if(|(copy_rank, _)| *copy_rank == rank) {
-                pieces.push(CopyIn {
-                    dst: &mut buffer.spare_capacity_mut()[..buffer_len],
-                    src: source,
-                });
-            }
-        }
-        parallel::run_pieces(pieces, size_of::<T>(), self.threads, CopyIn::run);
-        for (rank, values) in whole {
-            // SAFETY: `buffers[rank]` came from `Pool::take(buffer_len)`, so its capacity holds
-            // `buffer_len` elements, and every one of them was written: its `CopyIn` covered
-            // `0..buffer_len`, and `run_pieces` runs every piece, cut into parts that cover each
-            // element exactly once (`parallel.rs`). `T` is `Copy`: no element needs dropping.
-            unsafe { buffers[rank].set_len(buffer_len) };
-            self.pool.give(values);
-        }
-        Ok(buffers)
+        Ok(Ranks {
+            buffers,
+            pending: whole,
+        })
     }
 }
 
@@ -231,19 +284,232 @@ impl<T: Send + Sync> parallel::Piece for CopyIn<'_, T> {
 }
 
 fn step<T: Stored>(
-    buffers: &mut [Vec<T>],
+    ranks: &mut Ranks<T>,
     layout: &StepLayout,
+    clique: Option<&Clique>,
     combining: ReduceOperation,
     threads: usize,
     pool: &Pool,
 ) {
+    // Each operation as its own function item, so that the loops are compiled for it (a
+    // function pointer would cost a call per element and no vectors).
     match combining {
         ReduceOperation::Sum | ReduceOperation::Mean => {
-            apply(buffers, layout, T::sum, threads, pool)
+            step_with(ranks, layout, clique, T::sum, threads, pool)
         }
-        ReduceOperation::Product => apply(buffers, layout, T::product, threads, pool),
-        ReduceOperation::Min => apply(buffers, layout, T::min, threads, pool),
-        ReduceOperation::Max => apply(buffers, layout, T::max, threads, pool),
+        ReduceOperation::Product => step_with(ranks, layout, clique, T::product, threads, pool),
+        ReduceOperation::Min => step_with(ranks, layout, clique, T::min, threads, pool),
+        ReduceOperation::Max => step_with(ranks, layout, clique, T::max, threads, pool),
+    }
+}
+
+/// [`step`] with its operation.
+fn step_with<T: Stored, F: Fn(T, T) -> T + Copy + Sync>(
+    ranks: &mut Ranks<T>,
+    layout: &StepLayout,
+    clique: Option<&Clique>,
+    op: F,
+    threads: usize,
+    pool: &Pool,
+) {
+    match clique {
+        Some(clique) if ranks.folds_every_pending_input(clique) => {
+            apply_clique_from_inputs(ranks, op, threads, pool);
+        }
+        Some(clique) => {
+            ranks.copy_in(threads, pool);
+            apply_clique(&mut ranks.buffers, clique, op, threads);
+        }
+        None => {
+            ranks.copy_in(threads, pool);
+            apply(&mut ranks.buffers, layout, op, threads, pool);
+        }
+    }
+}
+
+/// Run a clique: block by block, fold the members' blocks in rank order — the fold every
+/// member's write is ([`Write::operands`](ruccl_core::Write::operands): the group ascending,
+/// folded from the left, the same operands in the same order on every member, so the same
+/// bits) — then store it on every member. Each member's range is read once and written once,
+/// and nothing is set aside: every member's block is read before any is written. A clique worth
+/// more than one thread is cut across cores at the same offsets on every member.
+fn apply_clique<T: Stored, F: Fn(T, T) -> T + Copy + Sync>(
+    buffers: &mut [Vec<T>],
+    clique: &Clique,
+    op: F,
+    threads: usize,
+) {
+    let members: Vec<&mut [T]> = buffers
+        .iter_mut()
+        .enumerate()
+        .filter(|(rank, _)| clique.ranks.binary_search(rank).is_ok())
+        .map(|(_, buffer)| &mut buffer[clique.range.clone()])
+        .collect();
+    // Each element of the piece is one element of every member, read and written.
+    let element_bytes = size_of::<T>().saturating_mul(members.len());
+    parallel::run_pieces(vec![Members(members)], element_bytes, threads, |piece| {
+        fold_members(piece.0, op)
+    });
+}
+
+/// The same elements of every member of a clique, ranks ascending.
+struct Members<'a, T>(Vec<&'a mut [T]>);
+
+impl<T: Send> parallel::Piece for Members<'_, T> {
+    fn len(&self) -> usize {
+        self.0.first().map_or(0, |member| member.len())
+    }
+    fn split_at(self, at: usize) -> (Self, Self) {
+        let (low, high) = self
+            .0
+            .into_iter()
+            .map(|member| member.split_at_mut(at))
+            .unzip();
+        (Members(low), Members(high))
+    }
+}
+
+/// Fold `members` (two or more slices of one length, ranks ascending) block by block into a
+/// block on the stack, then copy it into every member.
+fn fold_members<T: Stored>(mut members: Vec<&mut [T]>, op: impl Fn(T, T) -> T + Copy) {
+    let len = members.first().map_or(0, |member| member.len());
+    let mut scratch = [const { MaybeUninit::<T>::uninit() }; FOLD_BLOCK];
+    let mut start = 0;
+    while start < len {
+        let range = start..len.min(start + FOLD_BLOCK);
+        let Some(folded) = fold_block(&mut scratch, &members, range.clone(), op) else {
+            return;
+        };
+        for member in &mut members {
+            member[range.clone()].copy_from_slice(folded);
+        }
+        start = range.end;
+    }
+}
+
+/// `range` of every one of `sources` (ranks ascending) folded from the left into the start of
+/// `scratch`; `None` unless there are two sources or more (a clique has: `Step::clique`).
+fn fold_block<'s, T: Stored, S: AsRef<[T]>>(
+    scratch: &'s mut [MaybeUninit<T>; FOLD_BLOCK],
+    sources: &[S],
+    range: Range<usize>,
+    op: impl Fn(T, T) -> T + Copy,
+) -> Option<&'s mut [T]> {
+    let [first, second, rest @ ..] = sources else {
+        return None;
+    };
+    let folded = combine_into(
+        &mut scratch[..range.len()],
+        &first.as_ref()[range.clone()],
+        &second.as_ref()[range.clone()],
+        op,
+    );
+    for source in rest {
+        Kernel::Accumulate {
+            dst: &mut *folded,
+            src: &source.as_ref()[range.clone()],
+        }
+        .run(op);
+    }
+    Some(folded)
+}
+
+/// Run a clique whose members are exactly the pending ranks, over their whole buffers
+/// ([`Ranks::folds_every_pending_input`]): fold the inputs, block by block as
+/// [`apply_clique`] does, straight into the members' empty buffers, then give the inputs back
+/// to `pool`. Each input is read once and each buffer written once: no copy-in.
+fn apply_clique_from_inputs<T: Stored, F: Fn(T, T) -> T + Copy + Sync>(
+    ranks: &mut Ranks<T>,
+    op: F,
+    threads: usize,
+    pool: &Pool,
+) {
+    let inputs: Vec<&[T]> = ranks.pending.iter().map(|(_, input)| &input[..]).collect();
+    let len = inputs.first().map_or(0, |input| input.len());
+    let mut pending = ranks.pending.iter().peekable();
+    let mut outputs = Vec::with_capacity(inputs.len());
+    for (rank, buffer) in ranks.buffers.iter_mut().enumerate() {
+        if pending.next_if(|(member, _)| *member == rank).is_some() {
+            outputs.push(&mut buffer.spare_capacity_mut()[..len]);
+        }
+    }
+    let element_bytes = size_of::<T>().saturating_mul(inputs.len());
+    let piece = FromInputs { inputs, outputs };
+    parallel::run_pieces(vec![piece], element_bytes, threads, |piece| piece.fold(op));
+    for (rank, input) in std::mem::take(&mut ranks.pending) {
+        // SAFETY: `buffers[rank]` came from `Pool::take` for the buffer's length, which is
+        // `input.len()` = `len` (a pending input is a whole one; the clique covers `0..len`), so
+        // its capacity holds `len` elements, and every one was written: `FromInputs::fold`
+        // writes every element of its outputs, and `run_pieces` runs every piece, cut into
+        // parts that cover each element exactly once (`parallel.rs`). `T` is `Copy`: no
+        // element needs dropping.
+        unsafe { ranks.buffers[rank].set_len(input.len()) };
+        pool.give(input);
+    }
+}
+
+/// The same elements of every member's input and of its empty buffer, ranks ascending.
+struct FromInputs<'a, T> {
+    inputs: Vec<&'a [T]>,
+    outputs: Vec<&'a mut [MaybeUninit<T>]>,
+}
+
+impl<T: Stored> FromInputs<'_, T> {
+    /// Fold the inputs block by block, as [`fold_members`], and write each block to every
+    /// output: every element of every output is written.
+    fn fold(mut self, op: impl Fn(T, T) -> T + Copy) {
+        let len = self.inputs.first().map_or(0, |input| input.len());
+        let mut scratch = [const { MaybeUninit::<T>::uninit() }; FOLD_BLOCK];
+        let mut start = 0;
+        while start < len {
+            let range = start..len.min(start + FOLD_BLOCK);
+            let Some(folded) = fold_block(&mut scratch, &self.inputs, range.clone(), op) else {
+                return;
+            };
+            for output in &mut self.outputs {
+                let block = &mut output[range.clone()];
+                // SAFETY: `block` is this piece's exclusive borrow of `range.len()` elements of
+                // a buffer's spare capacity; `folded` is as long and lies on this thread's stack,
+                // so they cannot overlap. `MaybeUninit<T>` has `T`'s layout and `T: Copy`, so a
+                // bitwise copy initialises each element.
+                unsafe {
+                    std::ptr::copy_nonoverlapping(
+                        folded.as_ptr(),
+                        block.as_mut_ptr().cast::<T>(),
+                        block.len(),
+                    );
+                }
+            }
+            start = range.end;
+        }
+    }
+}
+
+impl<T: Send + Sync> parallel::Piece for FromInputs<'_, T> {
+    fn len(&self) -> usize {
+        self.inputs.first().map_or(0, |input| input.len())
+    }
+    fn split_at(self, at: usize) -> (Self, Self) {
+        let (low_in, high_in) = self
+            .inputs
+            .into_iter()
+            .map(|input| input.split_at(at))
+            .unzip();
+        let (low_out, high_out) = self
+            .outputs
+            .into_iter()
+            .map(|output| output.split_at_mut(at))
+            .unzip();
+        (
+            FromInputs {
+                inputs: low_in,
+                outputs: low_out,
+            },
+            FromInputs {
+                inputs: high_in,
+                outputs: high_out,
+            },
+        )
     }
 }
 
@@ -540,3 +806,165 @@ stored!(i8, I8);
 stored!(u8, U8);
 stored!(u32, U32);
 stored!(u64, U64);
+
+#[cfg(test)]
+mod tests {
+    //! A clique run as one fold stored on every member gives every member the bits that the
+    //! per-receiver writes of the same step give: every element type, every operation, edge-case
+    //! operands, block boundaries, and a clique cut across two threads.
+    use super::{Ranks, Stored, step};
+    use crate::device::kernels::tests::Bits;
+    use crate::device::pool::Pool;
+    use half::{bf16, f16};
+    use ruccl_core::{ReduceOperation, Step, Transfer};
+
+    /// Raw words: the kernels' edge cases (zero, one, all ones, sign bits, infinities, NaNs with
+    /// payloads) every third element, else splitmix64.
+    fn word(index: usize, salt: u64) -> u64 {
+        const EDGES: [u64; 7] = [
+            0,
+            1,
+            u64::MAX,
+            0x8000_0000_8000_8080,
+            0x7f80_0000_7c00_7f80,
+            0xff80_0000_fc00_ff80,
+            0x7fc0_0001_7e01_7fc1,
+        ];
+        let mut z = (index as u64 ^ salt.rotate_left(17)).wrapping_add(0x9e37_79b9_7f4a_7c15);
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^= z >> 31;
+        if z % 3 == 0 {
+            EDGES[(z >> 8) as usize % EDGES.len()]
+        } else {
+            z
+        }
+    }
+
+    /// Every member of `ranks` folding every other's `range`: a clique.
+    fn clique_step(ranks: &[usize], range: std::ops::Range<usize>) -> Step {
+        Step {
+            combine: true,
+            transfers: ranks
+                .iter()
+                .flat_map(|&from| {
+                    let range = range.clone();
+                    ranks
+                        .iter()
+                        .filter(move |&&to| to != from)
+                        .map(move |&to| Transfer::new(from, to, range.clone()))
+                })
+                .collect(),
+        }
+    }
+
+    fn fused_and_laid_out_agree<T: Stored + Bits>(
+        world: usize,
+        ranks: &[usize],
+        range: std::ops::Range<usize>,
+        len: usize,
+        threads: usize,
+    ) {
+        let planned = clique_step(ranks, range.clone());
+        let clique = planned.clique().expect("a clique");
+        assert_eq!(clique.ranks, ranks);
+        let layout = planned.lay_out(world, len).unwrap();
+        let pool = Pool::new(0);
+        let buffers: Vec<Vec<T>> = (0..world)
+            .map(|rank| {
+                (0..len)
+                    .map(|index| T::from_bits(word(index, rank as u64 * 7 + len as u64)))
+                    .collect()
+            })
+            .collect();
+        let bits = |buffers: &[Vec<T>]| -> Vec<Vec<u64>> {
+            buffers
+                .iter()
+                .map(|buffer| buffer.iter().map(|&value| value.bits()).collect())
+                .collect()
+        };
+        for operation in [
+            ReduceOperation::Sum,
+            ReduceOperation::Product,
+            ReduceOperation::Min,
+            ReduceOperation::Max,
+        ] {
+            let in_place = |buffers: Vec<Vec<T>>| Ranks {
+                buffers,
+                pending: Vec::new(),
+            };
+            // Out of place: every rank's input waits for the first step.
+            let out_of_place = |buffers: Vec<Vec<T>>| Ranks {
+                buffers: (0..world).map(|_| Vec::with_capacity(len)).collect(),
+                pending: buffers.into_iter().enumerate().collect(),
+            };
+            let mut written = in_place(buffers.clone());
+            step(&mut written, &layout, None, operation, threads, &pool);
+            let written = bits(&written.buffers);
+            for (how, mut fused) in [
+                ("in place", in_place(buffers.clone())),
+                ("out of place", out_of_place(buffers.clone())),
+            ] {
+                let from_inputs = fused.folds_every_pending_input(&clique);
+                let whole = ranks.len() == world && range == (0..len);
+                assert_eq!(from_inputs, how == "out of place" && whole);
+                step(
+                    &mut fused,
+                    &layout,
+                    Some(&clique),
+                    operation,
+                    threads,
+                    &pool,
+                );
+                assert!(fused.pending.is_empty());
+                let fused = bits(&fused.buffers);
+                let differing = (0..world)
+                    .flat_map(|rank| (0..len).map(move |index| (rank, index)))
+                    .find(|&(rank, index)| fused[rank][index] != written[rank][index]);
+                assert_eq!(
+                    differing,
+                    None,
+                    "{:?} {operation:?}, W = {world}, members {ranks:?}, {range:?} of {len}, \
+                     {how} (from the inputs: {from_inputs}): first (rank, element) where the \
+                     fused clique differs",
+                    T::TYPE
+                );
+            }
+        }
+    }
+
+    fn every_shape<T: Stored + Bits>() {
+        for world in 2..=5 {
+            let all: Vec<usize> = (0..world).collect();
+            for len in [1, 63, 2047, 2048, 2049, 5000] {
+                fused_and_laid_out_agree::<T>(world, &all, 0..len, len, 1);
+            }
+            // Part of the buffers, part of the world: the rest is left alone.
+            let some: Vec<usize> = all.iter().copied().filter(|rank| rank % 2 == 0).collect();
+            if some.len() >= 2 {
+                fused_and_laid_out_agree::<T>(world, &some, 100..2300, 3000, 1);
+            }
+        }
+    }
+
+    #[test]
+    fn a_fused_clique_gives_every_member_the_bits_of_its_own_write() {
+        every_shape::<f32>();
+        every_shape::<f64>();
+        every_shape::<f16>();
+        every_shape::<bf16>();
+        every_shape::<i8>();
+        every_shape::<u8>();
+        every_shape::<i32>();
+        every_shape::<u32>();
+        every_shape::<i64>();
+        every_shape::<u64>();
+    }
+
+    #[test]
+    fn a_clique_cut_across_threads_gives_the_same_bits() {
+        // 3 members × 4 bytes × 120 000 elements: two shares above the per-thread minimum.
+        fused_and_laid_out_agree::<f32>(3, &[0, 1, 2], 0..120_000, 120_000, 2);
+        fused_and_laid_out_agree::<f64>(4, &[0, 1, 3], 5_000..125_000, 130_000, 2);
+    }
+}

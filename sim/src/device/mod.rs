@@ -21,7 +21,14 @@
 //! (none in a ring step), and each write is one pass over the receiver's elements (a copy; or a
 //! fold of every sender, block by block, so that the receiver is read and written once however
 //! many senders it has); a step of more than a megabyte per thread is cut across cores as a
-//! whole, one set of threads per step. A step equal to the one the last generation run on the
+//! whole, one set of threads per step. A [clique](ruccl_core::Step::clique) — direct's one-step
+//! all-reduce — is folded once per element and stored on every member, with nothing set aside:
+//! each member's memory read once and written once, `2W·n` in all against the two-step plan's
+//! `(3W-1)·n`; the device's model says so ([`LinkModel::with_fused_cliques`]), so `Auto` takes
+//! it wherever [`TRAFFIC_BOUND`](ruccl_core::TRAFFIC_BOUND) allows (up to six ranks). Out of
+//! place, a whole input is copied into its fresh buffer only when the first step needs it: a
+//! first step that is a clique of those ranks folds from the inputs straight into the fresh
+//! buffers. A step equal to the one the last generation run on the
 //! same thread ran at the same position reuses its checked layout (`layouts.rs`). Fresh buffers,
 //! copies aside and uploads reuse large allocations the device is done with (`pool.rs`), so a
 //! steady run touches no fresh pages; a small value holds no handle to those shared books, so a
@@ -256,6 +263,7 @@ impl SimDevice {
 fn default_model() -> LinkModel {
     LinkModel::new(SIM_ALPHA_SECONDS, SIM_BETA_BYTES_PER_SECOND, Links::Shared)
         .and_then(|model| model.with_transfer_cost(SIM_TRANSFER_SECONDS))
+        .map(LinkModel::with_fused_cliques)
         .unwrap_or_default()
 }
 
@@ -467,14 +475,7 @@ impl NativeCollectiveDevice for SimDevice {
                 });
             }
         }
-        let memory = Memory::new(
-            element_type,
-            inputs,
-            plan,
-            self.config.in_place,
-            self.config.threads,
-            &self.pool,
-        )?;
+        let memory = Memory::new(element_type, inputs, plan, self.config.in_place, &self.pool)?;
         let recording = self.config.record_traffic && !self.ledger.is_paused();
         Ok(SimWork {
             devices: devices.to_vec(),
@@ -497,8 +498,13 @@ impl NativeCollectiveDevice for SimDevice {
             .collective
             .operation()
             .map_or(ReduceOperation::Sum, ReduceOperation::combining);
-        work.memory
-            .step(&laid_out.layout, combining, self.config.threads, &self.pool);
+        work.memory.step(
+            &laid_out.layout,
+            laid_out.clique.as_ref(),
+            combining,
+            self.config.threads,
+            &self.pool,
+        );
         if work.recording {
             work.steps.push(laid_out.traffic.clone());
         }
