@@ -319,8 +319,9 @@ impl SimDeviceBuilder {
     }
 
     /// Whether `begin` may use an input's own allocation as the rank's working buffer when the
-    /// plan works in place (on by default); off, every generation copies its inputs into fresh
-    /// buffers (nccl-tests' out-of-place).
+    /// plan works in place (on by default); off, every generation works in fresh buffers
+    /// (nccl-tests' out-of-place), its inputs copied in — or folded straight into them, where
+    /// the first step is a clique of those ranks over their whole buffers.
     pub fn in_place(mut self, in_place: bool) -> Self {
         self.in_place = in_place;
         self
