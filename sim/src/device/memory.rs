@@ -5,8 +5,8 @@
 //! with the input copied to its placement — a whole input (placed at 0, the buffer's length)
 //! only when the first step needs it: a first step that is a clique of those ranks over their
 //! whole buffers folds from the inputs straight into the fresh buffers, so an out-of-place
-//! all-reduce by one clique moves what an in-place one does. The element type is matched once per call; everything
-//! below runs on typed slices.
+//! all-reduce by one clique moves what an in-place one does. The element type is matched once
+//! per call; everything below runs on typed slices.
 
 use super::census::Registry;
 use super::elements::Element;
@@ -147,6 +147,7 @@ impl Memory {
 
     /// Apply one checked step; `combining` is the operation a combining step folds with. Copies
     /// aside and scratch come from `pool` and go back to it.
+    ///
     /// A step that is a clique ([`Step::clique`](ruccl_core::Step::clique)) comes with it and
     /// runs as one fold stored on every rank of the group; `layout` is then unused.
     pub(crate) fn step(
@@ -456,7 +457,8 @@ struct FromInputs<'a, T> {
 
 impl<T: Stored> FromInputs<'_, T> {
     /// Fold the inputs block by block, as [`fold_members`], and write each block to every
-    /// output: every element of every output is written.
+    /// output: every element of every output is written (a clique has two members or more, and
+    /// only pending ranks that a clique covers come here, so `fold_block` folds every block).
     fn fold(mut self, op: impl Fn(T, T) -> T + Copy) {
         let len = self.inputs.first().map_or(0, |input| input.len());
         let mut scratch = [const { MaybeUninit::<T>::uninit() }; FOLD_BLOCK];
@@ -567,8 +569,16 @@ fn apply<T: Stored, F: Fn(T, T) -> T + Copy + Sync>(
 
 /// Elements per block of a fold: the receiver's block (and the running fold of the senders
 /// below it) stay in the first-level cache while every sender's block passes over them, so a
-/// fold of `k` senders streams through the receiver once, not `k` times.
+/// fold of `k` senders streams through the receiver once, not `k` times. Each fold keeps one
+/// block on its stack.
+#[cfg(not(any(ruccl_loom, ruccl_shuttle)))]
 const FOLD_BLOCK: usize = 2048;
+
+/// Under a model checker a thread is a coroutine with a small stack, and the models' tensors
+/// are a few elements: a small block. The block size changes no result (every element is
+/// folded in the same order whatever the blocks).
+#[cfg(any(ruccl_loom, ruccl_shuttle))]
+const FOLD_BLOCK: usize = 64;
 
 /// Run one write into `dst`, whose sources `read` returns as slices as long as `dst`.
 fn run_write<'s, T: Stored + 's, F: Fn(T, T) -> T + Copy>(
