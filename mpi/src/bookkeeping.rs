@@ -11,7 +11,7 @@
 //! `mpirun --enable-recovery`, is a [`BookkeepingError`] on every survivor at its timeout, and
 //! the tool reports it and exits non-zero ([`leave`]) instead of waiting for ever.
 
-use crate::report::EXIT_FAILED;
+use crate::report::{EXIT_FAILED, EXIT_USAGE};
 use crate::{InterProcessError, MpiInterProcess, MpiRuntime, Waiting, lock_mpi};
 use mpi::traits::CommunicatorCollectives;
 use ruccl_core::ReduceOperation;
@@ -214,6 +214,38 @@ impl Bookkeeping {
     }
 }
 
+/// How both perf tools start, after their own options are checked: the bookkeeping engine
+/// ([`Bookkeeping::new`]), then the job's memory check for `per_process` bytes at the largest
+/// size, `what` naming it ([`Bookkeeping::check_job_memory`]). A job that cannot run is
+/// `Err(EXIT_USAGE)`, its text printed as `[process P] tool: text` on the process that owns it;
+/// a failure ends the tool ([`leave`]).
+pub fn start(
+    runtime: &MpiRuntime,
+    tool: &str,
+    timeout: Duration,
+    death: Option<&PlannedDeath>,
+    per_process: u64,
+    what: &str,
+) -> Result<Bookkeeping, u8> {
+    let bookkeeping = match Bookkeeping::new(runtime, timeout, death) {
+        Ok(bookkeeping) => bookkeeping,
+        Err(error) => {
+            let failure = Failure::everywhere(format!("cannot start the bookkeeping: {error}"));
+            leave(runtime, tool, &failure)
+        }
+    };
+    match bookkeeping.check_job_memory(per_process, what) {
+        Ok(()) => Ok(bookkeeping),
+        Err(Refused::Usage(message)) => {
+            if let Some(message) = message {
+                say(runtime, tool, &message);
+            }
+            Err(EXIT_USAGE)
+        }
+        Err(Refused::Failed(failure)) => leave(runtime, tool, &failure),
+    }
+}
+
 /// Why a tool does not run.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Refused {
@@ -277,14 +309,20 @@ impl From<BookkeepingError> for Failure {
 pub fn leave(runtime: &MpiRuntime, tool: &str, failure: &Failure) -> ! {
     use std::io::Write as _;
     let _ = std::io::stdout().flush();
-    // One write of the whole line: the processes share the launcher's stream, and a line
-    // written piece by piece (stderr is unbuffered) can be cut by another process's line.
-    let line = format!("[process {}] {tool}: {}\n", runtime.process(), failure.text);
-    let _ = std::io::stderr().lock().write_all(line.as_bytes());
+    say(runtime, tool, &failure.text);
     if failure.everywhere {
         std::process::exit(i32::from(EXIT_FAILED));
     }
     runtime.abort_job(i32::from(EXIT_FAILED))
+}
+
+/// `[process P] tool: text` on standard error, in one write of the whole line: the processes
+/// share the launcher's stream, and a line written piece by piece (stderr is unbuffered) can be
+/// cut by another process's line.
+fn say(runtime: &MpiRuntime, tool: &str, text: &str) {
+    use std::io::Write as _;
+    let line = format!("[process {}] {tool}: {text}\n", runtime.process());
+    let _ = std::io::stderr().lock().write_all(line.as_bytes());
 }
 
 /// The environment variable that plants a death (test-only in spirit: the process-death check

@@ -45,7 +45,7 @@ use ruccl_core::{
     ReduceOperation,
 };
 use ruccl_mpi::bookkeeping::{
-    self, Bookkeeping, Countdown, DIE_VARIABLE, Failure, Pace, PlannedDeath, Refused, leave,
+    self, Bookkeeping, Countdown, DIE_VARIABLE, Failure, Pace, PlannedDeath, leave,
 };
 use ruccl_mpi::report::{
     self, EXIT_FAILED, EXIT_OK, EXIT_USAGE, Row, Sweep, Written, format_summary, format_table,
@@ -601,25 +601,19 @@ fn main() -> ExitCode {
         }
         return ExitCode::from(EXIT_USAGE);
     }
-    let bookkeeping = match Bookkeeping::new(&runtime, options.timeout, options.death.as_ref()) {
-        Ok(bookkeeping) => bookkeeping,
-        Err(error) => {
-            let failure = Failure::everywhere(format!("cannot start the bookkeeping: {error}"));
-            leave(&runtime, TOOL, &failure)
-        }
-    };
     let largest = options.sweep.sizes().last().copied().unwrap_or(4);
     let what = format!("-e {largest} B (-l {})", options.local);
-    match bookkeeping.check_job_memory(per_process(largest, options.local), &what) {
-        Ok(()) => {}
-        Err(Refused::Usage(message)) => {
-            if let Some(message) = message {
-                say!("[process {process}] hierarchical-perf: {message}");
-            }
-            return ExitCode::from(EXIT_USAGE);
-        }
-        Err(Refused::Failed(failure)) => leave(&runtime, TOOL, &failure),
-    }
+    let bookkeeping = match bookkeeping::start(
+        &runtime,
+        TOOL,
+        options.timeout,
+        options.death.as_ref(),
+        per_process(largest, options.local),
+        &what,
+    ) {
+        Ok(bookkeeping) => bookkeeping,
+        Err(status) => return ExitCode::from(status),
+    };
     match setup(runtime.clone(), bookkeeping, &options) {
         Ok(bench) => run(&bench, &options),
         Err(failure) => leave(&runtime, TOOL, &failure),
