@@ -249,7 +249,7 @@ pub fn start(
 /// Why a tool does not run.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Refused {
-    /// Options this job cannot run (exit [`EXIT_USAGE`](crate::report::EXIT_USAGE)): the text
+    /// Options this job cannot run (exit [`EXIT_USAGE`]): the text
     /// on the process that prints it, `None` elsewhere.
     Usage(Option<String>),
     /// The job failed while deciding ([`leave`] with it).
