@@ -29,7 +29,7 @@
 //! A local copy (a self-transfer, contract v3) uses no rank's port on [`Links::PerRank`], and
 //! crosses the memory system like any transfer on [`Links::Shared`].
 
-use crate::{Plan, Step};
+use crate::{Clique, Plan, Step};
 
 /// What one step's busiest link carries.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
@@ -154,6 +154,14 @@ impl LinkModel {
         self.fused_cliques
     }
 
+    /// The clique `step` is, where this model runs it fused (a [shared](Links::Shared) link
+    /// and [`with_fused_cliques`](Self::with_fused_cliques)); `None` elsewhere.
+    pub(crate) fn fused_clique(&self, step: &Step) -> Option<Clique> {
+        (self.fused_cliques && self.links == Links::Shared)
+            .then(|| step.clique())
+            .flatten()
+    }
+
     /// What a link is.
     pub fn links(&self) -> Links {
         self.links
@@ -186,7 +194,7 @@ impl LinkModel {
             .filter(|transfer| !transfer.range.is_empty());
         match self.links {
             Links::Shared => {
-                if let Some(clique) = self.fused_cliques.then(|| step.clique()).flatten() {
+                if let Some(clique) = self.fused_clique(step) {
                     let ranks = clique.ranks.len();
                     return (ranks, ranks.saturating_mul(clique.range.len()));
                 }

@@ -1299,9 +1299,11 @@ fn a_model_that_fuses_cliques_prices_them_as_one_pass_over_each_members_memory()
         element: ElementType::F32,
     };
     let all_reduce = Collective::AllReduce(SUM);
-    for world in [2, 4] {
+    for world in [2, 4, 8, 16] {
         // Unfused, every pair's whole tensor and the copies aside: direct takes two steps at a
-        // megabyte. Fused, the one step reads and writes each member once: it takes one.
+        // megabyte (from W = 7 the traffic bound refuses the one step: W/2 > 3 times the
+        // ring's link traffic). Fused, the one step reads and writes each member once, which is
+        // what the bound counts of it too: direct takes it at any W.
         let plain = Plan::with_model(all_reduce, Algorithm::Direct, world, input, &shared).unwrap();
         assert_eq!(plain.steps().len(), 2, "W = {world}");
         let one = Plan::with_model(all_reduce, Algorithm::Direct, world, input, &fused).unwrap();
@@ -1316,15 +1318,19 @@ fn a_model_that_fuses_cliques_prices_them_as_one_pass_over_each_members_memory()
         let auto = Plan::with_model(all_reduce, Algorithm::Auto, world, input, &fused).unwrap();
         assert_eq!(auto.steps(), one.steps(), "W = {world}");
     }
-    // The traffic bound still refuses one step from W = 7 (W/2 > 3 times the ring's link
-    // traffic), fused or not.
-    let eight = Plan::with_model(all_reduce, Algorithm::Direct, 8, input, &fused).unwrap();
-    assert_eq!(eight.steps().len(), 2);
-    // On per-rank links the flag changes nothing: the pairs' transfers cross the links.
+    // On per-rank links the flag changes nothing: the pairs' transfers cross the links, and the
+    // bound counts them, so from W = 7 direct takes two steps even at a few elements.
     let per_rank = LinkModel::new(2e-6, 24e9, Links::PerRank).unwrap();
     let plan = Plan::with_model(all_reduce, Algorithm::Direct, 4, input, &per_rank).unwrap();
     assert_eq!(
         per_rank.plan_time(&plan, 4),
         per_rank.with_fused_cliques().plan_time(&plan, 4)
     );
+    let small = TensorInfo { len: 64, ..input };
+    for model in [per_rank, per_rank.with_fused_cliques(), shared] {
+        let eight = Plan::with_model(all_reduce, Algorithm::Direct, 8, small, &model).unwrap();
+        assert_eq!(eight.steps().len(), 2, "{model:?}");
+    }
+    let eight = Plan::with_model(all_reduce, Algorithm::Direct, 8, small, &fused).unwrap();
+    assert_eq!(eight.steps().len(), 1);
 }

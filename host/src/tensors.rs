@@ -32,4 +32,11 @@ pub trait HostTensors: NativeCollectiveDevice {
         let _ = element_type;
         true
     }
+
+    /// Give back to the system the memory the device keeps for reuse (a caching allocator's
+    /// free blocks, as `torch.cuda.empty_cache` does), so that a caller about to time calls of
+    /// one size does not pay, inside its timing, for freeing what calls of other sizes left
+    /// behind. Tensors alive are untouched. A device that keeps nothing does nothing, the
+    /// default.
+    fn release_cached(&self) {}
 }

@@ -205,4 +205,8 @@ impl<D: HostTensors, I: Intercept<D>> HostTensors for Intercepted<D, I> {
     fn supports_type(&self, element_type: ElementType) -> bool {
         self.inner.supports_type(element_type)
     }
+
+    fn release_cached(&self) {
+        self.inner.release_cached();
+    }
 }

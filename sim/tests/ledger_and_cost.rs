@@ -178,11 +178,18 @@ fn each_rank_sends_the_lower_bound_when_the_world_divides_the_length() {
     let (plan, direct) = run(&unfused, 4, SUM, Algorithm::Direct, 1000);
     assert_eq!(plan.steps().len(), 2);
     assert_eq!(direct.max_ratio_to_lower_bound(), Some(1.0));
-    // From seven ranks one step would move W/2 > TRAFFIC_BOUND times the bound: direct takes two
-    // (a reduce-scatter, then an all-gather), which meet it.
-    let (plan, direct) = run(&device, 8, SUM, Algorithm::Direct, 1000);
+    // From seven ranks one step moves W/2 > TRAFFIC_BOUND times the bound over links. Where
+    // cliques are not fused the core refuses it: direct takes two steps (a reduce-scatter, then
+    // an all-gather), which meet the bound. This device's model fuses the clique, and the core
+    // bounds it by what it moves there (each rank's memory once each way): one step at W = 8,
+    // its links' traffic recorded as it is, W/2 times the bound.
+    let (plan, direct) = run(&unfused, 8, SUM, Algorithm::Direct, 1000);
     assert_eq!(plan.steps().len(), 2);
     assert_eq!(direct.max_ratio_to_lower_bound(), Some(1.0));
+    assert_eq!(direct.busiest_rank_elements(), plan.busiest_rank_elements());
+    let (plan, direct) = run(&device, 8, SUM, Algorithm::Direct, 1000);
+    assert_eq!(plan.steps().len(), 1);
+    assert_eq!(direct.max_ratio_to_lower_bound(), Some(4.0));
     assert_eq!(direct.busiest_rank_elements(), plan.busiest_rank_elements());
 }
 

@@ -519,6 +519,33 @@ fn a_device_keeps_no_more_than_its_pool_allows() {
 }
 
 #[test]
+fn releasing_the_cache_frees_what_the_device_kept_and_no_live_tensor() {
+    let length = 1 << 16;
+    let device = SimDevice::new();
+    let kept: Vec<_> = (0..3)
+        .map(|_| {
+            device
+                .upload(id(0), &HostValues::F32(vec![2.0; length]))
+                .unwrap()
+        })
+        .collect();
+    let live = device
+        .upload(id(1), &HostValues::F32(vec![5.0; length]))
+        .unwrap();
+    drop(kept);
+    assert_eq!(device.pooled_bytes(), 3 * length * 4);
+    device.release_cached();
+    assert_eq!(device.pooled_bytes(), 0);
+    assert_eq!(
+        device.download(&live).unwrap(),
+        HostValues::F32(vec![5.0; length])
+    );
+    // Kept again from then on.
+    drop(live);
+    assert_eq!(device.pooled_bytes(), length * 4);
+}
+
+#[test]
 fn a_generation_cut_across_threads_gives_the_bits_of_one_thread_in_place_and_out() {
     // 3 ranks × 700 000 f32 (2.8 MB each): every step and the out-of-place copy-in are large
     // enough to be cut across threads. Values with a fraction, so that a wrong fold order would

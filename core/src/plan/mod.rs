@@ -102,7 +102,8 @@ impl Plan {
     /// not a power of two, an algorithm that has no plan for the collective (ring and
     /// halving-doubling all-to-all), an algorithm none of whose schedules keeps its busiest
     /// rank within [`TRAFFIC_BOUND`] times the least traffic (the reason names the ratio and the
-    /// better algorithm), or `Custom` (a custom plan is built with [`Plan::from_parts`]).
+    /// better algorithm; [`Plan::with_model`] counts a clique its model fuses as that model
+    /// moves it), or `Custom` (a custom plan is built with [`Plan::from_parts`]).
     pub fn new(
         collective: Collective,
         algorithm: Algorithm,
@@ -164,7 +165,8 @@ impl Plan {
     /// Every built-in algorithm's plan on a valid `layout`, in [`Algorithm::BUILT_IN`]'s order,
     /// or why it has none: of an algorithm's schedules ([`schedules`]) whose busiest rank moves
     /// at most [`TRAFFIC_BOUND`] times the least any schedule of any built-in algorithm moves
-    /// ([`Plan::busiest_rank_elements`]), the one with the least time under `model` for
+    /// ([`Plan::busiest_rank_elements`], but a step `model` runs as a fused clique counts each
+    /// member's range once each way), the one with the least time under `model` for
     /// `input`'s elements (of equal times, the one with fewer steps). Only direct has more than
     /// one schedule: one step where latency dominates, two where bandwidth does.
     fn bounded(
@@ -181,7 +183,7 @@ impl Plan {
                 let measured = schedules(collective, algorithm, world, input_len).map(|variants| {
                     variants
                         .into_iter()
-                        .map(|steps| (busiest_rank_elements(&steps, world), steps))
+                        .map(|steps| (busiest_rank_elements(&steps, world, model), steps))
                         .collect::<Vec<_>>()
                 });
                 (algorithm, measured)
@@ -465,7 +467,8 @@ impl Plan {
     /// # Ok::<(), ruccl_core::NativeCollectiveError>(())
     /// ```
     pub fn busiest_rank_elements(&self) -> usize {
-        busiest_rank_elements(&self.steps, self.world)
+        // The default model's links are per rank: it fuses no step.
+        busiest_rank_elements(&self.steps, self.world, &LinkModel::default())
     }
 
     /// Every transfer between two ranks (local copies left out).
@@ -519,7 +522,10 @@ fn schedules(
 /// possible up to six ranks, where it wins small sizes, and from seven ranks only the two-step
 /// variant is (`n + (W-2)·⌈n/W⌉`, the ring's figure when `W` divides `n`), which the model
 /// prefers at large sizes from three ranks anyway; unbounded, the one step at eight ranks moved
-/// four times the ring's bytes at every size. What is refused is
+/// four times the ring's bytes at every size. A model that runs a clique as one fold stored on
+/// every member ([`LinkModel::with_fused_cliques`], the simulated device's) is held to what that
+/// moves: each member's range once each way, `n` per rank, the least of any all-reduce, so the
+/// one step stays possible there at every world. What is refused is
 /// tensors of a few elements on many ranks, where no chunking spreads the load: direct
 /// all-reduce, broadcast and reduce of up to about `W/5` elements (from eight, six and five
 /// ranks up: one element there), and halving-doubling broadcast and reduce of one to three
@@ -528,21 +534,33 @@ fn schedules(
 pub const TRAFFIC_BOUND: usize = 3;
 
 /// The most elements any one of `world` ranks sends, or receives, to or from other ranks over
-/// `steps` (local copies left out).
-fn busiest_rank_elements(steps: &[Step], world: usize) -> usize {
+/// `steps` (local copies left out) — except that a step `model` runs as one fused clique
+/// ([`LinkModel::with_fused_cliques`]) counts the clique's range once sent and once received
+/// by each member (its memory read once and written once), not the pairs' transfers.
+fn busiest_rank_elements(steps: &[Step], world: usize, model: &LinkModel) -> usize {
     let mut sent = vec![0usize; world];
     let mut received = vec![0usize; world];
-    for transfer in steps
-        .iter()
-        .flat_map(|step| &step.transfers)
-        .filter(|transfer| transfer.crosses_a_link())
-    {
-        let len = transfer.range.len();
-        if let Some(elements) = sent.get_mut(transfer.from) {
+    let mut count = |from: usize, to: usize, len: usize| {
+        if let Some(elements) = sent.get_mut(from) {
             *elements += len;
         }
-        if let Some(elements) = received.get_mut(transfer.to) {
+        if let Some(elements) = received.get_mut(to) {
             *elements += len;
+        }
+    };
+    for step in steps {
+        if let Some(clique) = model.fused_clique(step) {
+            for &rank in &clique.ranks {
+                count(rank, rank, clique.range.len());
+            }
+            continue;
+        }
+        for transfer in step
+            .transfers
+            .iter()
+            .filter(|transfer| transfer.crosses_a_link())
+        {
+            count(transfer.from, transfer.to, transfer.range.len());
         }
     }
     sent.into_iter().chain(received).max().unwrap_or(0)

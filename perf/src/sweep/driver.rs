@@ -6,9 +6,13 @@
 //! generation copies its inputs into fresh buffers, nccl-tests' out-of-place) and one **in
 //! place** (the device works in the input's own allocation where the plan allows it). For each
 //! sweep, as nccl-tests: `warmup` untimed collectives at every size from the smallest to the
-//! largest, doubling (a 0-byte size warms up at 0 and then 1); then per size, out of place and then in place (sweeps that differ only in their
-//! algorithm take turns at each size, so that one run compares them under the same conditions):
+//! largest, doubling (a 0-byte size warms up at 0 and then 1); then per size, out of place and
+//! then in place (sweeps that differ only in their algorithm take turns at each size, so that
+//! one run compares them under the same conditions):
 //!
+//! 0. rank 0 empties both devices' caches of kept memory
+//!    ([`release_cached`](ruccl_sim::HostTensors::release_cached)), and the ranks meet: what
+//!    the warm-up and earlier rows left is freed here, not inside this row's timing;
 //! 1. every rank uploads its [`pattern`](ruccl_sim::pattern) input and runs one untimed
 //!    collective (nccl-tests' sync);
 //! 2. a barrier; each rank times `iterations` collectives — an all-reduce or broadcast feeds
@@ -389,6 +393,14 @@ impl<D: HostTensors> Shared<'_, D> {
                     }
                     continue;
                 }
+                // Step 0 (see the module's docs): a caching allocator frees what ages out on a
+                // later call — 64 MiB buffers a warm-up left made the next 1 MiB row's
+                // out-of-place time 1.2 ms instead of 50–80 µs (W = 2).
+                if rank == 0 {
+                    self.places.out_of_place.release_cached();
+                    self.places.in_place.release_cached();
+                }
+                self.gate(rank, &setup)?;
                 let bound = self.bound(rank, config, &setup, meter.as_ref())?;
                 let measuring = Instant::now();
                 let mut outcomes = Vec::with_capacity(2);

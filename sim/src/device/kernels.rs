@@ -222,6 +222,56 @@ unsafe fn combine_avx512<T: Copy>(
     combine_body(dst, left, right, op);
 }
 
+/// Copy `src` into `dst` (as many elements as the shorter has) with stores that go around the
+/// caches where the target has them (x86-64's `movntdq`, part of its SSE2 baseline): a block
+/// written to memory no one reads soon neither evicts what is read next nor has its lines read
+/// in before they are overwritten (write-allocate). Elsewhere a plain copy. The stores are
+/// weakly ordered: the caller calls [`stream_fence`] before another thread may read `dst`.
+pub(crate) fn stream_copy<T: Copy>(dst: &mut [MaybeUninit<T>], src: &[T]) {
+    let len = dst.len().min(src.len());
+    let bytes = len * size_of::<T>();
+    let to = dst.as_mut_ptr().cast::<u8>();
+    let from = src.as_ptr().cast::<u8>();
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::{__m128i, _mm_loadu_si128, _mm_stream_si128};
+        let head = to.align_offset(16).min(bytes);
+        let vectors = (bytes - head) / 16;
+        // SAFETY: `dst` and `src` are the caller's borrows of at least `len` elements, so of
+        // `bytes` bytes each; distinct borrows (one exclusive), so they cannot overlap. The head
+        // copies `head <= bytes` bytes; each vector reads and writes 16 bytes at
+        // `head + 16·i + 16 <= bytes`, the store aligned to 16 (`align_offset`), the load
+        // unaligned; the tail copies what is left, ending at `bytes`. SSE2 is part of the
+        // x86-64 baseline. `T: Copy`, and `MaybeUninit<T>` has `T`'s layout, so a bytewise copy
+        // initialises every element written.
+        unsafe {
+            std::ptr::copy_nonoverlapping(from, to, head);
+            for index in 0..vectors {
+                let at = head + 16 * index;
+                let value = _mm_loadu_si128(from.add(at).cast::<__m128i>());
+                _mm_stream_si128(to.add(at).cast::<__m128i>(), value);
+            }
+            let done = head + 16 * vectors;
+            std::ptr::copy_nonoverlapping(from.add(done), to.add(done), bytes - done);
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    // SAFETY: as above: `bytes` bytes of two distinct borrows, `T: Copy`.
+    unsafe {
+        std::ptr::copy_nonoverlapping(from, to, bytes);
+    }
+}
+
+/// Order every [`stream_copy`] this thread made before its later stores (x86-64's `sfence`), so
+/// that a thread that sees a later store (a share done, a generation's end) sees the copies.
+pub(crate) fn stream_fence() {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: `sfence` touches no memory; SSE is part of the x86-64 baseline.
+    unsafe {
+        std::arch::x86_64::_mm_sfence();
+    }
+}
+
 /// `values[i] = scale(values[i])`, in the widest vectors this CPU has.
 pub(crate) fn map_in_place<T: Copy>(values: &mut [T], scale: impl Fn(T) -> T + Copy) {
     map_in_place_on(Isa::detected(), values, scale);
@@ -430,5 +480,41 @@ pub(super) mod tests {
     #[test]
     fn the_detected_instruction_set_is_one_the_cpu_runs() {
         assert!(Isa::available().contains(&Isa::detected()));
+    }
+
+    /// `stream_copy` at every alignment of the destination within a vector and every length
+    /// around one: each copied element's bits, nothing written past the shorter slice.
+    fn streamed_copies_are_exact<T: Bits>() {
+        let src: Vec<T> = (0..200u64)
+            .map(|index| T::from_bits(index.wrapping_mul(0x9e37_79b9_7f4a_7c15)))
+            .collect();
+        let marker = T::from_bits(0x5a5a_5a5a_5a5a_5a5a);
+        for offset in 0..16 {
+            for len in (0..=40).chain([127, 128, 129, 199]) {
+                let mut dst = [MaybeUninit::new(marker); 220];
+                super::stream_copy(&mut dst[offset..offset + len], &src[..len + 1]);
+                super::stream_fence();
+                // SAFETY: every element was initialised with the marker, then perhaps copied.
+                let dst: Vec<u64> = dst
+                    .iter()
+                    .map(|v| unsafe { v.assume_init() }.bits())
+                    .collect();
+                let copied: Vec<u64> = src[..len].iter().map(|&v| v.bits()).collect();
+                assert_eq!(&dst[offset..offset + len], &copied[..], "{offset} {len}");
+                let untouched = dst[..offset].iter().chain(&dst[offset + len..]);
+                assert!(
+                    untouched.into_iter().all(|&bits| bits == marker.bits()),
+                    "{offset} {len}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn a_copy_past_the_caches_writes_exactly_its_elements() {
+        streamed_copies_are_exact::<u8>();
+        streamed_copies_are_exact::<f16>();
+        streamed_copies_are_exact::<f32>();
+        streamed_copies_are_exact::<f64>();
     }
 }

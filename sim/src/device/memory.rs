@@ -11,7 +11,7 @@
 use super::census::Registry;
 use super::elements::Element;
 use super::error::SimError;
-use super::kernels::{Kernel, combine_into, map_in_place};
+use super::kernels::{Kernel, combine_into, map_in_place, stream_copy, stream_fence};
 use super::parallel;
 use super::pool::Pool;
 use super::{SimPrepared, SimTensor};
@@ -348,8 +348,9 @@ fn apply_clique<T: Stored, F: Fn(T, T) -> T + Copy + Sync>(
         .collect();
     // Each element of the piece is one element of every member, read and written.
     let element_bytes = size_of::<T>().saturating_mul(members.len());
+    let block = clique_block(clique.range.len().saturating_mul(element_bytes));
     parallel::run_pieces(vec![Members(members)], element_bytes, threads, |piece| {
-        fold_members(piece.0, op)
+        fold_members(piece.0, op, block)
     });
 }
 
@@ -370,14 +371,19 @@ impl<T: Send> parallel::Piece for Members<'_, T> {
     }
 }
 
-/// Fold `members` (two or more slices of one length, ranks ascending) block by block into a
-/// block on the stack, then copy it into every member.
-fn fold_members<T: Stored>(mut members: Vec<&mut [T]>, op: impl Fn(T, T) -> T + Copy) {
+/// Fold `members` (two or more slices of one length, ranks ascending) `block` elements at a
+/// time ([`clique_block`]) into a block on the stack, then copy it into every member.
+fn fold_members<T: Stored>(
+    mut members: Vec<&mut [T]>,
+    op: impl Fn(T, T) -> T + Copy,
+    block: usize,
+) {
     let len = members.first().map_or(0, |member| member.len());
-    let mut scratch = [const { MaybeUninit::<T>::uninit() }; FOLD_BLOCK];
+    let mut scratch = [const { MaybeUninit::<T>::uninit() }; LONG_FOLD_BLOCK];
+    let block = block.clamp(1, LONG_FOLD_BLOCK);
     let mut start = 0;
     while start < len {
-        let range = start..len.min(start + FOLD_BLOCK);
+        let range = start..len.min(start + block);
         let Some(folded) = fold_block(&mut scratch, &members, range.clone(), op) else {
             return;
         };
@@ -389,9 +395,10 @@ fn fold_members<T: Stored>(mut members: Vec<&mut [T]>, op: impl Fn(T, T) -> T + 
 }
 
 /// `range` of every one of `sources` (ranks ascending) folded from the left into the start of
-/// `scratch`; `None` unless there are two sources or more (a clique has: `Step::clique`).
+/// `scratch` (at least `range.len()` long); `None` unless there are two sources or more (a
+/// clique has: `Step::clique`).
 fn fold_block<'s, T: Stored, S: AsRef<[T]>>(
-    scratch: &'s mut [MaybeUninit<T>; FOLD_BLOCK],
+    scratch: &'s mut [MaybeUninit<T>],
     sources: &[S],
     range: Range<usize>,
     op: impl Fn(T, T) -> T + Copy,
@@ -435,8 +442,18 @@ fn apply_clique_from_inputs<T: Stored, F: Fn(T, T) -> T + Copy + Sync>(
         }
     }
     let element_bytes = size_of::<T>().saturating_mul(inputs.len());
-    let piece = FromInputs { inputs, outputs };
-    parallel::run_pieces(vec![piece], element_bytes, threads, |piece| piece.fold(op));
+    // Inputs and outputs: twice the members' elements.
+    let working_set = len.saturating_mul(element_bytes).saturating_mul(2);
+    let stream = working_set >= STREAM_FROM_BYTES;
+    let block = clique_block(working_set);
+    let piece = FromInputs {
+        inputs,
+        outputs,
+        stream,
+    };
+    parallel::run_pieces(vec![piece], element_bytes, threads, |piece| {
+        piece.fold(op, block)
+    });
     for (rank, input) in std::mem::take(&mut ranks.pending) {
         // SAFETY: `buffers[rank]` came from `Pool::take` for the buffer's length, which is
         // `input.len()` = `len` (a pending input is a whole one; the clique covers `0..len`), so
@@ -449,27 +466,42 @@ fn apply_clique_from_inputs<T: Stored, F: Fn(T, T) -> T + Copy + Sync>(
     }
 }
 
-/// The same elements of every member's input and of its empty buffer, ranks ascending.
+/// From how many bytes of inputs and outputs together a clique folded from the inputs writes
+/// its outputs past the caches ([`stream_copy`]): twice a typical last-level cache's share of
+/// one core complex (32 MiB on the machines `perf/PERF.md` measures). Beyond it the outputs
+/// cannot stay cached until they are read, and the inputs can only if the outputs do not evict
+/// them; below it a cached output is read back from the cache.
+const STREAM_FROM_BYTES: usize = 32 << 20;
+
+/// The same elements of every member's input and of its empty buffer, ranks ascending, and
+/// whether the outputs are written past the caches.
 struct FromInputs<'a, T> {
     inputs: Vec<&'a [T]>,
     outputs: Vec<&'a mut [MaybeUninit<T>]>,
+    stream: bool,
 }
 
 impl<T: Stored> FromInputs<'_, T> {
     /// Fold the inputs block by block, as [`fold_members`], and write each block to every
-    /// output: every element of every output is written (a clique has two members or more, and
+    /// output (past the caches when `stream`, fenced before the piece ends, so that whoever
+    /// learns the piece is done sees its stores): every element of every output is written (a clique has two members or more, and
     /// only pending ranks that a clique covers come here, so `fold_block` folds every block).
-    fn fold(mut self, op: impl Fn(T, T) -> T + Copy) {
+    fn fold(mut self, op: impl Fn(T, T) -> T + Copy, block: usize) {
         let len = self.inputs.first().map_or(0, |input| input.len());
-        let mut scratch = [const { MaybeUninit::<T>::uninit() }; FOLD_BLOCK];
+        let mut scratch = [const { MaybeUninit::<T>::uninit() }; LONG_FOLD_BLOCK];
+        let block = block.clamp(1, LONG_FOLD_BLOCK);
         let mut start = 0;
         while start < len {
-            let range = start..len.min(start + FOLD_BLOCK);
+            let range = start..len.min(start + block);
             let Some(folded) = fold_block(&mut scratch, &self.inputs, range.clone(), op) else {
                 return;
             };
             for output in &mut self.outputs {
                 let block = &mut output[range.clone()];
+                if self.stream {
+                    stream_copy(block, folded);
+                    continue;
+                }
                 // SAFETY: `block` is this piece's exclusive borrow of `range.len()` elements of
                 // a buffer's spare capacity; `folded` is as long and lies on this thread's stack,
                 // so they cannot overlap. `MaybeUninit<T>` has `T`'s layout and `T: Copy`, so a
@@ -483,6 +515,9 @@ impl<T: Stored> FromInputs<'_, T> {
                 }
             }
             start = range.end;
+        }
+        if self.stream {
+            stream_fence();
         }
     }
 }
@@ -506,10 +541,12 @@ impl<T: Send + Sync> parallel::Piece for FromInputs<'_, T> {
             FromInputs {
                 inputs: low_in,
                 outputs: low_out,
+                stream: self.stream,
             },
             FromInputs {
                 inputs: high_in,
                 outputs: high_out,
+                stream: self.stream,
             },
         )
     }
@@ -579,6 +616,29 @@ const FOLD_BLOCK: usize = 2048;
 /// folded in the same order whatever the blocks).
 #[cfg(any(ruccl_loom, ruccl_shuttle))]
 const FOLD_BLOCK: usize = 64;
+
+/// Elements per block of a clique whose working set is beyond the caches ([`clique_block`]):
+/// each member is read in runs four times as long, which the memory's prefetchers and open
+/// rows serve faster; the block itself no longer stays in the first-level cache, which is what
+/// costs below that size. Each clique fold keeps a block this long on its stack (64 KiB of
+/// 8-byte elements).
+#[cfg(not(any(ruccl_loom, ruccl_shuttle)))]
+const LONG_FOLD_BLOCK: usize = 4 * FOLD_BLOCK;
+
+/// As [`FOLD_BLOCK`], under a model checker.
+#[cfg(any(ruccl_loom, ruccl_shuttle))]
+const LONG_FOLD_BLOCK: usize = FOLD_BLOCK;
+
+/// The block a clique whose members' memory comes to `working_set` bytes folds in:
+/// [`LONG_FOLD_BLOCK`] from [`STREAM_FROM_BYTES`] on, where the working set cannot stay cached,
+/// [`FOLD_BLOCK`] below.
+fn clique_block(working_set: usize) -> usize {
+    if working_set >= STREAM_FROM_BYTES {
+        LONG_FOLD_BLOCK
+    } else {
+        FOLD_BLOCK
+    }
+}
 
 /// Run one write into `dst`, whose sources `read` returns as slices as long as `dst`.
 fn run_write<'s, T: Stored + 's, F: Fn(T, T) -> T + Copy>(
@@ -822,11 +882,12 @@ mod tests {
     //! A clique run as one fold stored on every member gives every member the bits that the
     //! per-receiver writes of the same step give: every element type, every operation, edge-case
     //! operands, block boundaries, and a clique cut across two threads.
-    use super::{Ranks, Stored, step};
+    use super::{FOLD_BLOCK, FromInputs, LONG_FOLD_BLOCK, Ranks, Stored, fold_members, step};
     use crate::device::kernels::tests::Bits;
     use crate::device::pool::Pool;
     use half::{bf16, f16};
     use ruccl_core::{ReduceOperation, Step, Transfer};
+    use std::mem::MaybeUninit;
 
     /// Raw words: the kernels' edge cases (zero, one, all ones, sign bits, infinities, NaNs with
     /// payloads) every third element, else splitmix64.
@@ -969,6 +1030,72 @@ mod tests {
         every_shape::<u32>();
         every_shape::<i64>();
         every_shape::<u64>();
+    }
+
+    /// A clique folded from the inputs writes the same bits whether its outputs are written
+    /// past the caches or not, at every alignment of the outputs, and in long blocks or short
+    /// ones; so does a clique folded in place.
+    fn streamed_outputs_agree<T: Stored + Bits>(members: usize, len: usize) {
+        let inputs: Vec<Vec<T>> = (0..members)
+            .map(|rank| {
+                (0..len)
+                    .map(|index| T::from_bits(word(index, rank as u64)))
+                    .collect()
+            })
+            .collect();
+        let fold = |stream: bool, offset: usize, block: usize| -> Vec<Vec<u64>> {
+            let mut outputs: Vec<Vec<MaybeUninit<T>>> = (0..members)
+                .map(|_| vec![MaybeUninit::uninit(); len + offset])
+                .collect();
+            let piece = FromInputs {
+                inputs: inputs.iter().map(|input| &input[..]).collect(),
+                outputs: outputs
+                    .iter_mut()
+                    .map(|output| &mut output[offset..])
+                    .collect(),
+                stream,
+            };
+            piece.fold(T::sum, block);
+            outputs
+                .iter()
+                .map(|output| {
+                    // SAFETY: `fold` wrote every element of `output[offset..]`.
+                    output[offset..]
+                        .iter()
+                        .map(|v| unsafe { v.assume_init() }.bits())
+                        .collect()
+                })
+                .collect()
+        };
+        let cached = fold(false, 0, FOLD_BLOCK);
+        for block in [FOLD_BLOCK, LONG_FOLD_BLOCK] {
+            for offset in 0..4 {
+                let streamed = fold(true, offset, block);
+                assert_eq!(streamed, cached, "{:?}, offset {offset}, {block}", T::TYPE);
+            }
+            assert_eq!(fold(false, 0, block), cached, "{:?}, {block}", T::TYPE);
+            let mut buffers = inputs.clone();
+            fold_members(
+                buffers.iter_mut().map(|b| &mut b[..]).collect(),
+                T::sum,
+                block,
+            );
+            let in_place: Vec<Vec<u64>> = buffers
+                .iter()
+                .map(|buffer| buffer.iter().map(|&value| value.bits()).collect())
+                .collect();
+            assert_eq!(in_place, cached, "{:?} in place, {block}", T::TYPE);
+        }
+    }
+
+    #[test]
+    fn outputs_written_past_the_caches_hold_the_folds_bits() {
+        for (members, len) in [(2, 1), (2, 2049), (3, 5000), (5, 4097), (3, 20_000)] {
+            streamed_outputs_agree::<f32>(members, len);
+            streamed_outputs_agree::<u8>(members, len);
+            streamed_outputs_agree::<f16>(members, len);
+            streamed_outputs_agree::<f64>(members, len);
+        }
     }
 
     #[test]

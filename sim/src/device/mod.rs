@@ -17,21 +17,24 @@
 //! ## Speed
 //!
 //! A plan that works in place (all-reduce, reduce-scatter, broadcast) runs in the inputs' own
-//! allocations: `begin` copies nothing. A step copies aside only the sources it also writes
-//! (none in a ring step), and each write is one pass over the receiver's elements (a copy; or a
-//! fold of every sender, block by block, so that the receiver is read and written once however
-//! many senders it has); a step of more than a megabyte per thread is cut across cores as a
-//! whole, one set of threads per step. A [clique](ruccl_core::Step::clique) — direct's one-step
-//! all-reduce — is folded once per element and stored on every member, with nothing set aside:
-//! each member's memory read once and written once, `2W·n` in all against the two-step plan's
-//! `(3W-1)·n`; the device's model says so ([`LinkModel::with_fused_cliques`]), so `Auto` takes
-//! it wherever [`TRAFFIC_BOUND`](ruccl_core::TRAFFIC_BOUND) allows (up to six ranks). Out of
-//! place, a whole input is copied into its fresh buffer only when the first step needs it: a
-//! first step that is a clique of those ranks folds from the inputs straight into the fresh
-//! buffers. A step equal to the one the last generation run on the
-//! same thread ran at the same position reuses its checked layout (`layouts.rs`). Fresh buffers,
-//! copies aside and uploads reuse large allocations the device is done with (`pool.rs`), so a
-//! steady run touches no fresh pages; a small value holds no handle to those shared books, so a
+//! allocations: `begin` copies nothing. A step copies aside only the sources it also writes (none
+//! in a ring step), and each write is one pass over the receiver's elements (a copy; or a fold of
+//! every sender, block by block, so that the receiver is read and written once however many senders
+//! it has); a step of more than a megabyte per thread is cut across cores as a whole, one set of
+//! threads per step. A [clique](ruccl_core::Step::clique) — direct's one-step all-reduce — is
+//! folded once per element and stored on every member, with nothing set aside: each member's memory
+//! read once and written once, `2W·n` in all against the two-step plan's `(3W-1)·n`; the device's
+//! model says so ([`LinkModel::with_fused_cliques`]), and the core's
+//! [`TRAFFIC_BOUND`](ruccl_core::TRAFFIC_BOUND) counts it as such, so `Auto` takes it at every
+//! world. Out of place, a whole input is copied into its fresh buffer only when the first step
+//! needs it: a first step that is a clique of those ranks folds from the inputs straight into the
+//! fresh buffers. A clique whose members' memory is beyond the caches (32 MiB and up, `memory.rs`)
+//! folds in longer blocks, and out of place writes its outputs with stores that go around the
+//! caches (no line read before it is overwritten, no input evicted by an output). A step equal to
+//! the one the last generation run on the same thread ran at the same position reuses its checked
+//! layout (`layouts.rs`). Fresh buffers, copies aside and uploads reuse large allocations the
+//! device is done with (`pool.rs`; [`release_cached`](HostTensors::release_cached) frees them), so
+//! a steady run touches no fresh pages; a small value holds no handle to those shared books, so a
 //! small generation writes nothing the device's clones share but the ledger and the census (if
 //! kept).
 
@@ -585,5 +588,11 @@ impl HostTensors for SimDevice {
 
     fn supports_type(&self, element_type: ElementType) -> bool {
         SimDevice::supports_type(self, element_type)
+    }
+
+    /// Frees every allocation the device keeps for reuse ([`SimDevice::pooled_bytes`] drops to
+    /// 0).
+    fn release_cached(&self) {
+        self.pool.clear();
     }
 }

@@ -25,7 +25,11 @@
 //! - an allocation not taken within [`HORIZON`] of the pool's operations is freed, and nothing
 //!   is kept while no request came within the last [`HORIZON`]: memory only given back (a
 //!   caller whose buffers come from elsewhere) goes straight back to the system allocator,
-//!   which can then reuse it for that caller.
+//!   which can then reuse it for that caller;
+//! - nothing, once the caller asks
+//!   ([`release_cached`](crate::host::HostTensors::release_cached)): what ages out is freed on
+//!   a later call, inside whatever that call's caller times (ruccl-perf asks before each row,
+//!   so a warm-up's 64 MiB buffers are not freed inside a 1 MiB row).
 //!
 //! The shelf is harness bookkeeping behind std's lock, like the census's books (see there for
 //! why not the facade's): a checker never sees it, and the sizes models use are below
@@ -119,6 +123,20 @@ impl Pool {
                 })
             }),
         }
+    }
+
+    /// Free every kept allocation (outside the lock).
+    pub(crate) fn clear(&self) {
+        let Some(shelf) = self.shelf.as_ref() else {
+            return;
+        };
+        let freed = {
+            let mut shelf = books::lock(shelf);
+            shelf.ages.clear();
+            shelf.bytes = 0;
+            std::mem::take(&mut shelf.kept)
+        };
+        drop(freed);
     }
 
     /// Bytes kept now.

@@ -342,6 +342,10 @@ impl<D: HostTensors> HostTensors for FaultyDevice<D> {
         self.inner.supports(element_type, operation)
     }
 
+    fn release_cached(&self) {
+        self.inner.release_cached();
+    }
+
     fn supports_type(&self, element_type: ElementType) -> bool {
         self.inner.supports_type(element_type)
     }
