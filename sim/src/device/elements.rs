@@ -21,61 +21,84 @@ pub(crate) trait Element: Copy + Send + Sync + 'static {
     fn divide(self, world: usize) -> Self;
 }
 
-impl Element for f32 {
-    fn sum(a: Self, b: Self) -> Self {
-        a + b
-    }
-    fn product(a: Self, b: Self) -> Self {
-        a * b
-    }
-    fn min(a: Self, b: Self) -> Self {
-        a.min(b)
-    }
-    fn max(a: Self, b: Self) -> Self {
-        a.max(b)
-    }
-    fn divide(self, world: usize) -> Self {
-        // Worlds are small (ranks of one process), so the conversion is exact.
-        self / world as f32
-    }
+/// Implements [`Element`] for f32 or f64: IEEE arithmetic, one rounding per operation, with
+/// what IEEE and the compiler leave to the operands' order fixed, so that a fold gives the same
+/// bits however a loop orders a commutative operation's operands (the compiler may swap them,
+/// and two ranks' loops differ): a NaN result is the one quiet NaN ([`f32::NAN`], whatever the
+/// operands' payloads), and of `-0` and `+0`, `Min` takes `-0` and `Max` `+0`.
+macro_rules! float_element {
+    ($type:ty) => {
+        impl Element for $type {
+            fn sum(a: Self, b: Self) -> Self {
+                canonical(a + b)
+            }
+            fn product(a: Self, b: Self) -> Self {
+                canonical(a * b)
+            }
+            fn min(a: Self, b: Self) -> Self {
+                if a == 0.0 && b == 0.0 {
+                    // The sign bits or'ed: `-0` if either is.
+                    <$type>::from_bits(a.to_bits() | b.to_bits())
+                } else {
+                    canonical(a.min(b))
+                }
+            }
+            fn max(a: Self, b: Self) -> Self {
+                if a == 0.0 && b == 0.0 {
+                    // The sign bits and'ed: `+0` if either is.
+                    <$type>::from_bits(a.to_bits() & b.to_bits())
+                } else {
+                    canonical(a.max(b))
+                }
+            }
+            fn divide(self, world: usize) -> Self {
+                // Worlds are small (ranks of one process), so the conversion is exact.
+                canonical(self / world as $type)
+            }
+        }
+
+        impl Canonical for $type {
+            fn canonical(self) -> Self {
+                if self.is_nan() { <$type>::NAN } else { self }
+            }
+        }
+    };
 }
 
-impl Element for f64 {
-    fn sum(a: Self, b: Self) -> Self {
-        a + b
-    }
-    fn product(a: Self, b: Self) -> Self {
-        a * b
-    }
-    fn min(a: Self, b: Self) -> Self {
-        a.min(b)
-    }
-    fn max(a: Self, b: Self) -> Self {
-        a.max(b)
-    }
-    fn divide(self, world: usize) -> Self {
-        self / world as f64
-    }
+/// A float whose NaNs have one representative.
+trait Canonical: Copy {
+    /// `self`, or the quiet NaN of no payload if `self` is a NaN.
+    fn canonical(self) -> Self;
 }
 
-/// Implements [`Element`] for a 16-bit float by computing in f32 and rounding back once.
+/// [`Canonical::canonical`] as a function.
+#[inline(always)]
+fn canonical<T: Canonical>(value: T) -> T {
+    value.canonical()
+}
+
+float_element!(f32);
+float_element!(f64);
+
+/// Implements [`Element`] for a 16-bit float by computing in f32 (as [`f32`]'s [`Element`]
+/// does, NaNs and zeros included) and rounding back once.
 macro_rules! half_element {
     ($type:ty) => {
         impl Element for $type {
             fn sum(a: Self, b: Self) -> Self {
-                <$type>::from_f32(a.to_f32() + b.to_f32())
+                <$type>::from_f32(f32::sum(a.to_f32(), b.to_f32()))
             }
             fn product(a: Self, b: Self) -> Self {
-                <$type>::from_f32(a.to_f32() * b.to_f32())
+                <$type>::from_f32(f32::product(a.to_f32(), b.to_f32()))
             }
             fn min(a: Self, b: Self) -> Self {
-                <$type>::from_f32(a.to_f32().min(b.to_f32()))
+                <$type>::from_f32(<f32 as Element>::min(a.to_f32(), b.to_f32()))
             }
             fn max(a: Self, b: Self) -> Self {
-                <$type>::from_f32(a.to_f32().max(b.to_f32()))
+                <$type>::from_f32(<f32 as Element>::max(a.to_f32(), b.to_f32()))
             }
             fn divide(self, world: usize) -> Self {
-                <$type>::from_f32(self.to_f32() / world as f32)
+                <$type>::from_f32(self.to_f32().divide(world))
             }
         }
     };
@@ -165,5 +188,50 @@ mod tests {
     fn float_min_and_max_prefer_numbers_over_nan() {
         assert_eq!(<f32 as Element>::min(f32::NAN, 1.0), 1.0);
         assert_eq!(<f64 as Element>::max(2.0, f64::NAN), 2.0);
+    }
+
+    /// Every float operation on `a, b` and on `b, a`: the same bits.
+    fn order_free<T: Element + std::fmt::Debug>(a: T, b: T, bits: impl Fn(T) -> u64) {
+        for (name, op) in [
+            ("sum", T::sum as fn(T, T) -> T),
+            ("product", T::product),
+            ("min", T::min),
+            ("max", T::max),
+        ] {
+            assert_eq!(bits(op(a, b)), bits(op(b, a)), "{name} {a:?} {b:?}");
+        }
+    }
+
+    #[test]
+    fn float_results_do_not_depend_on_the_operands_order() {
+        let payloads = [0x7fc0_0001, 0xffc0_0002, 0x7f80_0003, 0xffff_ffff];
+        let specials = [0.0, -0.0, 1.5, f32::INFINITY, f32::NEG_INFINITY];
+        let values: Vec<f32> = payloads
+            .iter()
+            .map(|&bits| f32::from_bits(bits))
+            .chain(specials)
+            .collect();
+        for &a in &values {
+            for &b in &values {
+                order_free(a, b, |v: f32| u64::from(v.to_bits()));
+                order_free(f64::from(a), f64::from(b), f64::to_bits);
+                let (ha, hb) = (f16::from_f32(a), f16::from_f32(b));
+                order_free(ha, hb, |v: f16| u64::from(v.to_bits()));
+                let (ba, bb) = (bf16::from_f32(a), bf16::from_f32(b));
+                order_free(ba, bb, |v: bf16| u64::from(v.to_bits()));
+            }
+        }
+        // The one NaN, and the zeros' order.
+        let nan = f32::from_bits(0xffc0_0002);
+        assert_eq!(f32::sum(nan, 1.0).to_bits(), f32::NAN.to_bits());
+        assert_eq!(
+            <f32 as Element>::min(0.0, -0.0).to_bits(),
+            (-0.0f32).to_bits()
+        );
+        assert_eq!(<f32 as Element>::max(-0.0, 0.0).to_bits(), 0.0f32.to_bits());
+        assert_eq!(
+            <f64 as Element>::min(-0.0, -0.0).to_bits(),
+            (-0.0f64).to_bits()
+        );
     }
 }

@@ -98,15 +98,20 @@ pub const DEFAULT_POOL_BYTES: usize = 1 << 30;
 /// |-----------|------------------------------------------------|--------------------------------------|
 /// | `Sum`     | IEEE addition, rounded once per combine        | wrapping (modulo 2^bits)             |
 /// | `Product` | IEEE multiplication, rounded once per combine  | wrapping (modulo 2^bits)             |
-/// | `Min`     | the smaller value; a NaN loses to a number     | the smaller value (unsigned types compare as unsigned) |
-/// | `Max`     | the larger value; a NaN loses to a number      | the larger value (likewise)          |
+/// | `Min`     | the smaller value; a NaN loses to a number; `-0` below `+0` | the smaller value (unsigned types compare as unsigned) |
+/// | `Max`     | the larger value; a NaN loses to a number; `+0` above `-0`  | the larger value (likewise)          |
 /// | `Mean`    | the `Sum`, then **divided** by `W` (one correctly rounded division) | the wrapping `Sum`, then divided by `W`, **rounded toward zero** |
 ///
 /// f16 and bf16 compute in f32 and round back once; f32 carries more than twice their precision
 /// plus two bits, so each result is the correctly rounded result in the half type. A combining
 /// step folds, per element, the senders below the receiver in ascending order, then the
 /// receiver's own value, then the senders above it, from the left (`((a ⊕ b) ⊕ own) ⊕ c`), one
-/// rounding per `⊕`: so every rank's all-reduce output is the same bits.
+/// rounding per `⊕`: so every rank's all-reduce output is the same bits. A float NaN result is
+/// always the quiet NaN with no payload (`f32::NAN`; in the half types, what it rounds to):
+/// which operand's payload IEEE hardware passes on depends on the operands' order, which the
+/// compiler may swap in a commutative operation, so that ranks folding the same values in two
+/// loops (direct's one-step all-reduce on a model that does not fuse cliques) got different
+/// NaNs in release builds.
 ///
 /// ## Census
 ///
