@@ -2,8 +2,8 @@
 //! [`ReduceOperation`] and how `Mean` scales a sum, for every [`ElementType`](crate::host::ElementType).
 //!
 //! The semantics (integers wrap, unsigned ones compare as unsigned, integer `Mean` rounds toward
-//! zero, float `Mean` divides once, halves round once through f32) are documented on
-//! [`SimDevice`](crate::SimDevice).
+//! zero, float `Mean` divides once, halves round once through f32, a float NaN result is the one
+//! quiet NaN) are documented on [`SimDevice`](crate::SimDevice).
 
 use half::{bf16, f16};
 
@@ -30,17 +30,17 @@ macro_rules! float_element {
     ($type:ty) => {
         impl Element for $type {
             fn sum(a: Self, b: Self) -> Self {
-                canonical(a + b)
+                (a + b).canonical()
             }
             fn product(a: Self, b: Self) -> Self {
-                canonical(a * b)
+                (a * b).canonical()
             }
             fn min(a: Self, b: Self) -> Self {
                 if a == 0.0 && b == 0.0 {
                     // The sign bits or'ed: `-0` if either is.
                     <$type>::from_bits(a.to_bits() | b.to_bits())
                 } else {
-                    canonical(a.min(b))
+                    a.min(b).canonical()
                 }
             }
             fn max(a: Self, b: Self) -> Self {
@@ -48,12 +48,12 @@ macro_rules! float_element {
                     // The sign bits and'ed: `+0` if either is.
                     <$type>::from_bits(a.to_bits() & b.to_bits())
                 } else {
-                    canonical(a.max(b))
+                    a.max(b).canonical()
                 }
             }
             fn divide(self, world: usize) -> Self {
                 // Worlds are small (ranks of one process), so the conversion is exact.
-                canonical(self / world as $type)
+                (self / world as $type).canonical()
             }
         }
 
@@ -69,12 +69,6 @@ macro_rules! float_element {
 trait Canonical: Copy {
     /// `self`, or the quiet NaN of no payload if `self` is a NaN.
     fn canonical(self) -> Self;
-}
-
-/// [`Canonical::canonical`] as a function.
-#[inline(always)]
-fn canonical<T: Canonical>(value: T) -> T {
-    value.canonical()
 }
 
 float_element!(f32);

@@ -485,8 +485,9 @@ struct FromInputs<'a, T> {
 impl<T: Stored> FromInputs<'_, T> {
     /// Fold the inputs block by block, as [`fold_members`], and write each block to every
     /// output (past the caches when `stream`, fenced before the piece ends, so that whoever
-    /// learns the piece is done sees its stores): every element of every output is written (a clique has two members or more, and
-    /// only pending ranks that a clique covers come here, so `fold_block` folds every block).
+    /// learns the piece is done sees its stores): every element of every output is written (a
+    /// clique has two members or more, and only pending ranks that a clique covers come here,
+    /// so `fold_block` folds every block).
     fn fold(mut self, op: impl Fn(T, T) -> T + Copy, block: usize) {
         let len = self.inputs.first().map_or(0, |input| input.len());
         let mut scratch = Scratch([MaybeUninit::uninit(); SCRATCH_BYTES]);
