@@ -248,6 +248,45 @@ fn abort_while_the_device_hangs_releases_the_waiters_and_discards_the_run() {
 }
 
 #[test]
+fn a_waiting_rank_offers_the_device_its_thread_while_it_polls() {
+    let progress = common::Progress::default();
+    let _watchdog = common::Watchdog::arm(
+        "a_waiting_rank_offers_the_device_its_thread_while_it_polls",
+        TEST_LIMIT,
+        progress.clone(),
+    );
+    let (device, communicator) = shared(2);
+    device.hang();
+    let ranks: Vec<_> = (0..2)
+        .map(|rank| {
+            let communicator = Arc::clone(&communicator);
+            thread::spawn(move || {
+                communicator
+                    .all_reduce(
+                        rank,
+                        Tensor::new(rank as u32, vec![rank as i64 + 1]),
+                        ReduceOperation::Sum,
+                    )
+                    .map(Tensor::into_values)
+            })
+        })
+        .collect();
+    // The runner is stuck in `exchange`, so the other rank cannot see its delivery: it polls,
+    // and offers the device its thread between polls, before it parks.
+    device.wait_until_hung();
+    let start = std::time::Instant::now();
+    while device.assists() == 0 && start.elapsed() < Duration::from_secs(5) {
+        thread::yield_now();
+    }
+    let offered = device.assists();
+    device.release();
+    for rank in ranks {
+        assert_eq!(rank.join().unwrap().unwrap(), vec![3]);
+    }
+    assert!(offered > 0, "the waiting rank never called `assist`");
+}
+
+#[test]
 fn abort_racing_with_completion_never_splits_a_generation() {
     let progress = common::Progress::default();
     let _watchdog = common::Watchdog::arm(

@@ -187,6 +187,11 @@ impl<D: NativeCollectiveDevice, I: Intercept<D>> NativeCollectiveDevice for Inte
     fn link_model(&self) -> LinkModel {
         self.intercept.link_model(&self.inner)
     }
+
+    /// The inner device's, not intercepted: it is not part of a generation.
+    fn assist(&self) {
+        self.inner.assist();
+    }
 }
 
 impl<D: HostTensors, I: Intercept<D>> HostTensors for Intercepted<D, I> {

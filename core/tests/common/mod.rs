@@ -6,6 +6,7 @@ use ruccl_core::{
     NativeCollectiveDevice, NativeCollectiveError, Plan, ReduceOperation, Step, TensorInfo,
 };
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, Once};
 use std::time::Duration;
 
@@ -87,6 +88,8 @@ struct Script {
 #[derive(Default)]
 pub struct TestDevice {
     script: Arc<(Mutex<Script>, Condvar)>,
+    /// Calls of `assist`, by any clone.
+    assists: Arc<AtomicUsize>,
 }
 
 impl Clone for TestDevice {
@@ -102,6 +105,7 @@ impl Clone for TestDevice {
         }
         Self {
             script: Arc::clone(&self.script),
+            assists: Arc::clone(&self.assists),
         }
     }
 }
@@ -192,6 +196,11 @@ impl TestDevice {
     }
 
     /// Make `exchange` block until `release`.
+    /// How many times a waiting rank offered its thread (`assist`), by any clone.
+    pub fn assists(&self) -> usize {
+        self.assists.load(Ordering::SeqCst)
+    }
+
     pub fn hang(&self) {
         self.script.0.lock().unwrap().hang = true;
     }
@@ -295,6 +304,10 @@ impl NativeCollectiveDevice for TestDevice {
             bomb,
             step: 0,
         })
+    }
+
+    fn assist(&self) {
+        self.assists.fetch_add(1, Ordering::SeqCst);
     }
 
     fn link_model(&self) -> LinkModel {

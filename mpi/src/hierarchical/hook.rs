@@ -113,6 +113,10 @@ where
     fn link_model(&self) -> LinkModel {
         self.inner.link_model()
     }
+
+    fn assist(&self) {
+        self.inner.assist();
+    }
 }
 
 impl<D, I> Hooked<D, I>

@@ -10,6 +10,7 @@
 //! | `memory.rs`    | the per-rank working buffers of one generation                |
 //! | `kernels.rs`   | the fused element loops, in the CPU's widest vectors         |
 //! | `parallel.rs`  | splitting a call's loops across cores (not under checkers)   |
+//! | `crew.rs`      | waiting ranks running shares of the running step (likewise)  |
 //! | `pool.rs`      | the caching allocator: large allocations reused, bounded     |
 //! | `elements.rs`  | element arithmetic, `Mean` scaling and its rounding          |
 //! | `census.rs`    | [`Census`]: the live values per kind, double drops           |
@@ -20,8 +21,10 @@
 //! allocations: `begin` copies nothing. A step copies aside only the sources it also writes (none
 //! in a ring step), and each write is one pass over the receiver's elements (a copy; or a fold of
 //! every sender, block by block, so that the receiver is read and written once however many senders
-//! it has); a step of more than a megabyte per thread is cut across cores as a whole, one set of
-//! threads per step. A [clique](ruccl_core::Step::clique) — direct's one-step all-reduce — is
+//! it has); a step of more than a megabyte per thread is cut across cores as a whole, one share
+//! per core, and the ranks waiting for the generation take shares while they poll
+//! ([`assist`](NativeCollectiveDevice::assist), `crew.rs`): no sleeping thread to wake for a
+//! step of a few megabytes. A [clique](ruccl_core::Step::clique) — direct's one-step all-reduce — is
 //! folded once per element and stored on every member, with nothing set aside: each member's memory
 //! read once and written once, `2W·n` in all against the two-step plan's `(3W-1)·n`; the device's
 //! model says so ([`LinkModel::with_fused_cliques`]), and the core's
@@ -39,6 +42,8 @@
 //! kept).
 
 mod census;
+#[cfg(not(any(ruccl_loom, ruccl_shuttle)))]
+mod crew;
 mod elements;
 mod error;
 mod kernels;
@@ -571,6 +576,13 @@ impl NativeCollectiveDevice for SimDevice {
 
     fn link_model(&self) -> LinkModel {
         self.config.model
+    }
+
+    /// Runs unclaimed shares of the step another rank is running, if one is posted (`crew.rs`);
+    /// nothing under a model checker, where a step never leaves its thread.
+    fn assist(&self) {
+        #[cfg(not(any(ruccl_loom, ruccl_shuttle)))]
+        crew::help();
     }
 }
 

@@ -2,11 +2,14 @@
 //!
 //! The pieces of one step (or of the `Mean` scaling) write disjoint memory, so they can run on
 //! any threads in any order. Above [`MIN_BYTES_PER_THREAD`] per extra thread, the pieces are cut
-//! into one equal share per thread: the calling thread runs one share and rayon's pool (one
-//! worker per core, started once per process and asleep between calls) runs the others, inside
-//! `rayon::in_place_scope`, which borrows the buffers and returns only when every share is done,
-//! so nothing outlives the call. Below that, or with one core, the pieces run on the calling
-//! thread.
+//! into one equal share per thread, and the shares are claimed one at a time by whichever
+//! thread comes first: the calling thread (the last rank to arrive), ranks waiting for the
+//! generation's outcome, to which the step is posted while it runs ([`crew`](super::crew)), and,
+//! for a step of [`POOL_FROM_BYTES`] or more, rayon's pool (one worker per core, started once
+//! per process and asleep between calls). The call returns only when every share is done and
+//! no other thread is inside the step, so nothing outlives the borrow of the buffers; a share's
+//! panic is raised again on the calling thread. Below that, or with one core, the pieces run on
+//! the calling thread.
 //!
 //! Under a model checker (`--cfg ruccl_loom` / `--cfg ruccl_shuttle`) no other thread ever runs
 //! a piece: the checkers must see every thread, and the pool's would be invisible to them.
@@ -55,7 +58,8 @@ pub(crate) fn run_pieces<P: Piece>(
         pieces.into_iter().for_each(run);
         return;
     }
-    run_shares(share_out(pieces, total, shares), &run);
+    let bytes = total.saturating_mul(element_bytes);
+    run_shares(share_out(pieces, total, shares), bytes, &run);
 }
 
 /// Cut `pieces` into at most `shares` lists of about `total / shares` elements each, in order.
@@ -85,21 +89,122 @@ fn share_out<P: Piece>(pieces: Vec<P>, total: usize, shares: usize) -> Vec<Vec<P
     lists
 }
 
+/// From how many bytes a step's shares are also offered to rayon's pool, whose sleeping workers
+/// a wake-up costs; below it only the calling thread and waiting ranks run them (a rank that
+/// waits polls through about 250 yields before it parks, so in a loop of collectives the other
+/// ranks are there to help). At 1 MiB per rank, W = 2, the pool's wake-up took as long as the
+/// share it ran.
 #[cfg(not(any(ruccl_loom, ruccl_shuttle)))]
-fn run_shares<P: Piece>(mut lists: Vec<Vec<P>>, run: &(impl Fn(P) + Sync)) {
-    let Some(mine) = lists.pop() else {
-        return;
-    };
-    rayon::in_place_scope(|scope| {
-        for list in lists {
-            scope.spawn(move |_| list.into_iter().for_each(run));
+const POOL_FROM_BYTES: usize = 4 << 20;
+
+#[cfg(not(any(ruccl_loom, ruccl_shuttle)))]
+fn run_shares<P: Piece>(lists: Vec<Vec<P>>, bytes: usize, run: &(impl Fn(P) + Sync)) {
+    let job = Job::new(lists, run);
+    let task = || job.work();
+    let posted = super::crew::run_posted(&task, || {
+        if bytes >= POOL_FROM_BYTES {
+            for _ in 1..job.lists.len() {
+                rayon::spawn(super::crew::help);
+            }
         }
-        mine.into_iter().for_each(run);
+        job.work();
+        job.wait();
     });
+    if !posted {
+        rayon::in_place_scope(|scope| {
+            for _ in 1..job.lists.len() {
+                scope.spawn(|_| job.work());
+            }
+            job.work();
+        });
+    }
+    job.raise();
+}
+
+/// One step's shares, claimed one at a time by any thread that calls [`Job::work`].
+#[cfg(not(any(ruccl_loom, ruccl_shuttle)))]
+struct Job<'r, P, F> {
+    /// Share `i`, until the thread that claimed index `i` takes it.
+    lists: Vec<std::sync::Mutex<Option<Vec<P>>>>,
+    /// The next index to claim (past the end: none left).
+    next: std::sync::atomic::AtomicUsize,
+    /// Shares run to the end (or to a panic).
+    done: std::sync::atomic::AtomicUsize,
+    /// The first share's panic, raised again by the calling thread.
+    panic: std::sync::Mutex<Option<Box<dyn std::any::Any + Send>>>,
+    run: &'r F,
+}
+
+#[cfg(not(any(ruccl_loom, ruccl_shuttle)))]
+impl<'r, P: Piece, F: Fn(P) + Sync> Job<'r, P, F> {
+    fn new(lists: Vec<Vec<P>>, run: &'r F) -> Self {
+        Self {
+            lists: lists
+                .into_iter()
+                .map(|list| std::sync::Mutex::new(Some(list)))
+                .collect(),
+            next: std::sync::atomic::AtomicUsize::new(0),
+            done: std::sync::atomic::AtomicUsize::new(0),
+            panic: std::sync::Mutex::new(None),
+            run,
+        }
+    }
+
+    /// Claim and run shares until none is left unclaimed. Never panics: a share's panic is kept
+    /// for [`Job::raise`].
+    fn work(&self) {
+        use std::sync::atomic::Ordering;
+        use std::sync::{MutexGuard, PoisonError};
+        loop {
+            let index = self.next.fetch_add(1, Ordering::Relaxed);
+            let Some(share) = self.lists.get(index) else {
+                return;
+            };
+            // Index `index` is claimed once, so this is the only thread taking this share; no
+            // code that can panic runs under these locks.
+            let list = share.lock().unwrap_or_else(PoisonError::into_inner).take();
+            let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                list.into_iter().flatten().for_each(self.run);
+            }));
+            if let Err(payload) = ran {
+                let mut panic: MutexGuard<'_, _> =
+                    self.panic.lock().unwrap_or_else(PoisonError::into_inner);
+                panic.get_or_insert(payload);
+            }
+            // Release: whoever sees the count sees the share's writes.
+            self.done.fetch_add(1, Ordering::Release);
+        }
+    }
+
+    /// Wait until every share is done, spinning briefly, then yielding the core (a helper that
+    /// claimed a share may need it, when ranks outnumber cores).
+    fn wait(&self) {
+        use std::sync::atomic::Ordering;
+        let mut polls = 0u32;
+        while self.done.load(Ordering::Acquire) < self.lists.len() {
+            if polls < 64 {
+                std::hint::spin_loop();
+                polls += 1;
+            } else {
+                std::thread::yield_now();
+            }
+        }
+    }
+
+    /// Raise the first share's panic on this thread, if any share panicked.
+    fn raise(self) {
+        let panic = self
+            .panic
+            .into_inner()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(payload) = panic {
+            std::panic::resume_unwind(payload);
+        }
+    }
 }
 
 #[cfg(any(ruccl_loom, ruccl_shuttle))]
-fn run_shares<P: Piece>(lists: Vec<Vec<P>>, run: &(impl Fn(P) + Sync)) {
+fn run_shares<P: Piece>(lists: Vec<Vec<P>>, _bytes: usize, run: &(impl Fn(P) + Sync)) {
     lists.into_iter().flatten().for_each(run);
 }
 
@@ -129,5 +234,116 @@ mod tests {
         assert!(first[..384].iter().all(|&value| value == 1));
         assert!(first[384..768].iter().all(|&value| value == 2));
         assert!(first[768..].iter().chain(&second).all(|&value| value == 3));
+    }
+
+    /// Shares run by waiting threads: not under a checker, where a step never leaves its
+    /// thread.
+    #[cfg(not(any(ruccl_loom, ruccl_shuttle)))]
+    mod crew {
+        use super::super::run_pieces;
+        use std::sync::Mutex;
+        use std::sync::atomic::{AtomicBool, Ordering};
+        use std::thread::ThreadId;
+        use std::time::{Duration, Instant};
+
+        /// Elements of a step cut into two shares of a megabyte each: below `POOL_FROM_BYTES`, so
+        /// no pool worker is offered them, only the caller and whoever helps.
+        const TWO_SHARES: usize = 512 << 10;
+
+        /// A thread standing in for a waiting rank: offers itself until `stop`.
+        fn wait_and_help(stop: &AtomicBool) {
+            while !stop.load(Ordering::Acquire) {
+                crate::device::crew::help();
+                std::hint::spin_loop();
+            }
+        }
+
+        /// On the caller's thread, wait (at most ten seconds) until another thread has started a
+        /// share, so that a helper cannot miss the step by arriving after the caller ran it all.
+        fn hold_the_caller(caller: ThreadId, started_elsewhere: &AtomicBool) {
+            if std::thread::current().id() == caller {
+                let start = Instant::now();
+                while !started_elsewhere.load(Ordering::Acquire)
+                    && start.elapsed() < Duration::from_secs(10)
+                {
+                    std::thread::yield_now();
+                }
+            } else {
+                started_elsewhere.store(true, Ordering::Release);
+            }
+        }
+
+        #[test]
+        fn a_waiting_thread_runs_a_share_of_the_step_and_every_element_is_written_once() {
+            let mut values = vec![0u32; TWO_SHARES];
+            let caller = std::thread::current().id();
+            let stop = AtomicBool::new(false);
+            // Another test's step may hold the process-wide slot (a panicking one holds it while
+            // the panic is printed), and then rayon's pool runs the share: try again, for up to ten
+            // seconds (a broken crew leaves every share to the caller, which fails at once).
+            let start = Instant::now();
+            let mut attempt = 0;
+            while start.elapsed() < Duration::from_secs(10) {
+                attempt += 1;
+                let ran_on = Mutex::new(Vec::new());
+                let started = AtomicBool::new(false);
+                std::thread::scope(|scope| {
+                    scope.spawn(|| wait_and_help(&stop));
+                    run_pieces(vec![&mut values[..]], 4, 2, |piece: &mut [u32]| {
+                        hold_the_caller(caller, &started);
+                        let on_pool = rayon::current_thread_index().is_some();
+                        ran_on
+                            .lock()
+                            .unwrap()
+                            .push((std::thread::current().id(), on_pool));
+                        piece.iter_mut().for_each(|value| *value += 1);
+                    });
+                    stop.store(true, Ordering::Release);
+                });
+                stop.store(false, Ordering::Release);
+                assert!(values.iter().all(|&value| value == attempt));
+                // Any waiting thread may help (another test's as well), rayon's workers only when
+                // the step was not posted.
+                let ran_on = ran_on.into_inner().unwrap();
+                if ran_on
+                    .iter()
+                    .any(|&(thread, on_pool)| thread != caller && !on_pool)
+                {
+                    return;
+                }
+                assert!(
+                    ran_on.iter().any(|&(thread, _)| thread != caller),
+                    "every share ran on the caller: the waiting thread never helped"
+                );
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            panic!("the step never reached the waiting thread in ten seconds");
+        }
+
+        #[test]
+        fn a_share_panicking_on_a_helper_is_raised_by_the_caller_and_spares_the_helper() {
+            let mut values = vec![0u32; TWO_SHARES];
+            let caller = std::thread::current().id();
+            let (started, stop) = (AtomicBool::new(false), AtomicBool::new(false));
+            let (raised, helper) = std::thread::scope(|scope| {
+                let helper = scope.spawn(|| wait_and_help(&stop));
+                let raised = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    run_pieces(vec![&mut values[..]], 4, 2, |_: &mut [u32]| {
+                        hold_the_caller(caller, &started);
+                        if std::thread::current().id() != caller {
+                            panic!("planted panic in a helper's share");
+                        }
+                    })
+                }));
+                stop.store(true, Ordering::Release);
+                (raised, helper.join())
+            });
+            let payload = raised.expect_err("the caller returned as if every share had run");
+            assert_eq!(
+                payload.downcast_ref::<&str>(),
+                Some(&"planted panic in a helper's share")
+            );
+            assert!(helper.is_ok(), "the helper's thread unwound");
+        }
     }
 }

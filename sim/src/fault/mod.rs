@@ -323,6 +323,11 @@ impl<D: NativeCollectiveDevice> NativeCollectiveDevice for FaultyDevice<D> {
     fn link_model(&self) -> LinkModel {
         self.inner.link_model()
     }
+
+    /// The inner device's, with no fault: it is not part of a generation.
+    fn assist(&self) {
+        self.inner.assist();
+    }
 }
 
 impl<D: HostTensors> HostTensors for FaultyDevice<D> {
