@@ -188,12 +188,15 @@ pub trait NativeCollectiveDevice: Clone + Send + Sync + 'static {
         LinkModel::default()
     }
 
-    /// Called by a rank waiting for its generation's outcome, between two polls of its delivery
-    /// slot (never once it parks): a device that cuts a step across threads may run a share of
-    /// the step the last arriver is running on this thread, which would otherwise only poll. It
-    /// must return promptly when there is nothing to run, must not wait on the communicator, and
-    /// must not panic: a share's panic belongs to the running rank's call, which reports it.
-    /// It is not part of a generation and no fault is injected into it; the time it takes is
-    /// polling (a waiter's timeout starts when it parks). The default does nothing.
-    fn assist(&self) {}
+    /// Called by rank `rank`, waiting for its generation's outcome, between two polls of its
+    /// delivery slot (never once it parks): a device that cuts a step across threads may run a
+    /// share of the step the last arriver is running on this thread, which would otherwise only
+    /// poll — the share of the elements this rank's thread ran before, say. It must return
+    /// promptly when there is nothing to run, must not wait on the communicator, and must not
+    /// panic: a share's panic belongs to the running rank's call, which reports it. It is not
+    /// part of a generation and no fault is injected into it; the time it takes is polling (a
+    /// waiter's timeout starts when it parks). The default does nothing.
+    fn assist(&self, rank: usize) {
+        let _ = rank;
+    }
 }

@@ -189,8 +189,8 @@ impl<D: NativeCollectiveDevice, I: Intercept<D>> NativeCollectiveDevice for Inte
     }
 
     /// The inner device's, not intercepted: it is not part of a generation.
-    fn assist(&self) {
-        self.inner.assist();
+    fn assist(&self, rank: usize) {
+        self.inner.assist(rank);
     }
 }
 

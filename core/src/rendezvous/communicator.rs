@@ -358,7 +358,7 @@ impl<D: NativeCollectiveDevice> NativeCommunicator<D> {
                 if let Some(delivery) = self.deliveries.take(rank, generation) {
                     return delivery;
                 }
-                self.device.assist();
+                self.device.assist(rank);
                 backoff.snooze();
                 if backoff.is_completed() || self.aborting.load(Ordering::Acquire) {
                     break;

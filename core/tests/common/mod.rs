@@ -306,7 +306,7 @@ impl NativeCollectiveDevice for TestDevice {
         })
     }
 
-    fn assist(&self) {
+    fn assist(&self, _rank: usize) {
         self.assists.fetch_add(1, Ordering::SeqCst);
     }
 

@@ -114,8 +114,8 @@ where
         self.inner.link_model()
     }
 
-    fn assist(&self) {
-        self.inner.assist();
+    fn assist(&self, rank: usize) {
+        self.inner.assist(rank);
     }
 }
 

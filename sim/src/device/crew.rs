@@ -37,6 +37,18 @@ struct Slot {
     inside: usize,
 }
 
+thread_local! {
+    /// The rank this thread last helped as: the share it takes first ([`home`]).
+    static HOME: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// The rank this thread last helped as (0 for one that never helped): a rank's thread takes
+/// the share of its own number first, so that in a loop of collectives the same thread — on the
+/// same core, as a rank's thread mostly stays — touches the same elements every generation.
+pub(crate) fn home() -> usize {
+    HOME.get()
+}
+
 static SLOT: Mutex<Slot> = Mutex::new(Slot {
     task: None,
     inside: 0,
@@ -55,7 +67,8 @@ fn slot() -> MutexGuard<'static, Slot> {
 /// Run a share of the posted step, if one is posted and unclaimed; return at once otherwise.
 /// `task` must not panic (a [`parallel`](super::parallel) job catches its shares' panics and
 /// hands them to its poster).
-pub(crate) fn help() {
+pub(crate) fn help(rank: usize) {
+    HOME.set(rank);
     if !POSTED.load(Ordering::Acquire) {
         return;
     }
@@ -144,10 +157,10 @@ mod tests {
         let mut posted = false;
         // Another test may hold the slot for a moment: try until this one posts.
         while !posted {
-            posted = run_posted(&task, help);
+            posted = run_posted(&task, || help(0));
         }
         let during = runs.load(Ordering::Relaxed);
-        help();
+        help(0);
         assert!(during >= 1, "the helper ran the posted task");
         assert_eq!(
             runs.load(Ordering::Relaxed),

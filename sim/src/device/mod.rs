@@ -580,9 +580,11 @@ impl NativeCollectiveDevice for SimDevice {
 
     /// Runs unclaimed shares of the step another rank is running, if one is posted (`crew.rs`);
     /// nothing under a model checker, where a step never leaves its thread.
-    fn assist(&self) {
+    fn assist(&self, rank: usize) {
         #[cfg(not(any(ruccl_loom, ruccl_shuttle)))]
-        crew::help();
+        crew::help(rank);
+        #[cfg(any(ruccl_loom, ruccl_shuttle))]
+        let _ = rank;
     }
 }
 

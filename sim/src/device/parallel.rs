@@ -2,8 +2,8 @@
 //!
 //! The pieces of one step (or of the `Mean` scaling) write disjoint memory, so they can run on
 //! any threads in any order. Above [`MIN_BYTES_PER_THREAD`] per extra thread, the pieces are cut
-//! into one equal share per thread, and the shares are claimed one at a time by whichever
-//! thread comes first: the calling thread (the last rank to arrive), ranks waiting for the
+//! into one equal share per thread, and the shares are claimed one at a time (each thread
+//! starting from its rank's: [`Job`]) by whichever thread comes: the calling thread (the last rank to arrive), ranks waiting for the
 //! generation's outcome, to which the step is posted while it runs ([`crew`](super::crew)), and,
 //! for a step of [`POOL_FROM_BYTES`] or more, rayon's pool (one worker per core, started once
 //! per process and asleep between calls). The call returns only when every share is done and
@@ -104,7 +104,7 @@ fn run_shares<P: Piece>(lists: Vec<Vec<P>>, bytes: usize, run: &(impl Fn(P) + Sy
     let posted = super::crew::run_posted(&task, || {
         if bytes >= POOL_FROM_BYTES {
             for _ in 1..job.lists.len() {
-                rayon::spawn(super::crew::help);
+                rayon::spawn(|| super::crew::help(0));
             }
         }
         job.work();
@@ -121,13 +121,17 @@ fn run_shares<P: Piece>(lists: Vec<Vec<P>>, bytes: usize, run: &(impl Fn(P) + Sy
     job.raise();
 }
 
-/// One step's shares, claimed one at a time by any thread that calls [`Job::work`].
+/// One step's shares, claimed one at a time by any thread that calls [`Job::work`], each thread
+/// starting from the share of the rank it last waited as ([`crew::home`](super::crew::home)).
+/// A rank's thread mostly stays on one core, so in a loop of collectives each share's elements
+/// stay in one core's caches. On the 2-vCPU VM of `perf/PERF.md`, in the VM placement where
+/// moving lines between the cores is slow, first-come claiming ran W = 2, 1 MiB in 55–64 µs in
+/// place and 300–490 out of place; claiming by rank, 28–33 and 40–41 (4 MiB: 223–241 and
+/// 930–1 470 µs against 108–119 and 141–194); in the fast placement the two are the same.
 #[cfg(not(any(ruccl_loom, ruccl_shuttle)))]
 struct Job<'r, P, F> {
-    /// Share `i`, until the thread that claimed index `i` takes it.
+    /// Share `i`, until a thread takes it: taking it is claiming it.
     lists: Vec<std::sync::Mutex<Option<Vec<P>>>>,
-    /// The next index to claim (past the end: none left).
-    next: std::sync::atomic::AtomicUsize,
     /// Shares run to the end (or to a panic).
     done: std::sync::atomic::AtomicUsize,
     /// The first share's panic, raised again by the calling thread.
@@ -143,28 +147,32 @@ impl<'r, P: Piece, F: Fn(P) + Sync> Job<'r, P, F> {
                 .into_iter()
                 .map(|list| std::sync::Mutex::new(Some(list)))
                 .collect(),
-            next: std::sync::atomic::AtomicUsize::new(0),
             done: std::sync::atomic::AtomicUsize::new(0),
             panic: std::sync::Mutex::new(None),
             run,
         }
     }
 
-    /// Claim and run shares until none is left unclaimed. Never panics: a share's panic is kept
-    /// for [`Job::raise`].
+    /// Claim and run shares until none is left unclaimed, the thread's home share first. Never
+    /// panics: a share's panic is kept for [`Job::raise`].
     fn work(&self) {
         use std::sync::atomic::Ordering;
         use std::sync::{MutexGuard, PoisonError};
-        loop {
-            let index = self.next.fetch_add(1, Ordering::Relaxed);
-            let Some(share) = self.lists.get(index) else {
-                return;
+        let shares = self.lists.len();
+        let home = super::crew::home();
+        for offset in 0..shares {
+            let index = (home + offset) % shares;
+            // Taking a share's list is claiming it: one thread takes it, every later one finds
+            // `None`. No code that can panic runs under these locks.
+            let Some(list) = self.lists[index]
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .take()
+            else {
+                continue;
             };
-            // Index `index` is claimed once, so this is the only thread taking this share; no
-            // code that can panic runs under these locks.
-            let list = share.lock().unwrap_or_else(PoisonError::into_inner).take();
             let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                list.into_iter().flatten().for_each(self.run);
+                list.into_iter().for_each(self.run);
             }));
             if let Err(payload) = ran {
                 let mut panic: MutexGuard<'_, _> =
@@ -253,7 +261,7 @@ mod tests {
         /// A thread standing in for a waiting rank: offers itself until `stop`.
         fn wait_and_help(stop: &AtomicBool) {
             while !stop.load(Ordering::Acquire) {
-                crate::device::crew::help();
+                crate::device::crew::help(1);
                 std::hint::spin_loop();
             }
         }
@@ -318,6 +326,30 @@ mod tests {
                 std::thread::sleep(Duration::from_millis(10));
             }
             panic!("the step never reached the waiting thread in ten seconds");
+        }
+
+        #[test]
+        fn a_thread_takes_the_share_of_the_rank_it_waited_as_first() {
+            let mut values: Vec<u32> = (0..TWO_SHARES as u32).collect();
+            let caller = std::thread::current().id();
+            // This thread waited as rank 1 last: of two shares, it takes the second first.
+            crate::device::crew::help(1);
+            // Another test's helper may take a share of this step: try again then.
+            for _ in 0..100 {
+                let ran = Mutex::new(Vec::new());
+                run_pieces(vec![&mut values[..]], 4, 2, |piece: &mut [u32]| {
+                    ran.lock()
+                        .unwrap()
+                        .push((std::thread::current().id(), piece[0]));
+                });
+                let ran = ran.into_inner().unwrap();
+                if ran.iter().all(|&(thread, _)| thread == caller) {
+                    let first: Vec<u32> = ran.iter().map(|&(_, first)| first).collect();
+                    assert_eq!(first.first(), Some(&(TWO_SHARES as u32 / 2)), "{first:?}");
+                    return;
+                }
+            }
+            panic!("other threads took a share of every attempt");
         }
 
         #[test]

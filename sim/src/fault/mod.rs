@@ -325,8 +325,8 @@ impl<D: NativeCollectiveDevice> NativeCollectiveDevice for FaultyDevice<D> {
     }
 
     /// The inner device's, with no fault: it is not part of a generation.
-    fn assist(&self) {
-        self.inner.assist();
+    fn assist(&self, rank: usize) {
+        self.inner.assist(rank);
     }
 }
 
