@@ -12,7 +12,7 @@ use super::census::Registry;
 use super::elements::Element;
 use super::error::SimError;
 use super::kernels::{Kernel, combine_into, map_in_place, stream_copy, stream_fence};
-use super::parallel;
+use super::parallel::{self, Team};
 use super::pool::Pool;
 use super::{SimPrepared, SimTensor};
 use crate::host::{ElementType, HostValues};
@@ -72,7 +72,7 @@ impl<T: Stored> Ranks<T> {
     /// Copy every pending input into its buffer, on up to `threads` threads at once, as one
     /// [`parallel::run_pieces`] call for every rank: one pass over each buffer, no zero-fill.
     /// The inputs go back to `pool`.
-    fn copy_in(&mut self, threads: usize, pool: &Pool) {
+    fn copy_in(&mut self, team: Team, pool: &Pool) {
         if self.pending.is_empty() {
             return;
         }
@@ -86,7 +86,7 @@ impl<T: Stored> Ranks<T> {
                 });
             }
         }
-        parallel::run_pieces(pieces, size_of::<T>(), threads, CopyIn::run);
+        parallel::run_pieces(pieces, size_of::<T>(), team, CopyIn::run);
         for (rank, values) in std::mem::take(&mut self.pending) {
             // SAFETY: `buffers[rank]` came from `Pool::take` for the buffer's length, which is
             // `values.len()` (a pending input is a whole one), so its capacity holds that many
@@ -155,10 +155,10 @@ impl Memory {
         layout: &StepLayout,
         clique: Option<&Clique>,
         combining: ReduceOperation,
-        threads: usize,
+        team: Team,
         pool: &Pool,
     ) {
-        with_buffers!(self, ranks => step(ranks, layout, clique, combining, threads, pool));
+        with_buffers!(self, ranks => step(ranks, layout, clique, combining, team, pool));
     }
 
     /// Hand over rank `r`'s `plan.output(r)` range on `devices[r]`, each divided by `divide_by`
@@ -169,13 +169,13 @@ impl Memory {
         devices: &[DeviceId],
         plan: &Plan,
         divide_by: Option<usize>,
-        threads: usize,
+        team: Team,
         keeping: Keeping<'_>,
     ) -> Vec<SimTensor> {
         with_buffers!(self, ranks => {
             let mut ranks = ranks;
-            ranks.copy_in(threads, keeping.pool);
-            into_outputs(ranks.buffers, devices, plan, divide_by, threads, keeping)
+            ranks.copy_in(team, keeping.pool);
+            into_outputs(ranks.buffers, devices, plan, divide_by, team, keeping)
         })
     }
 
@@ -289,18 +289,18 @@ fn step<T: Stored>(
     layout: &StepLayout,
     clique: Option<&Clique>,
     combining: ReduceOperation,
-    threads: usize,
+    team: Team,
     pool: &Pool,
 ) {
     // Each operation as its own function item, so that the loops are compiled for it (a
     // function pointer would cost a call per element and no vectors).
     match combining {
         ReduceOperation::Sum | ReduceOperation::Mean => {
-            step_with(ranks, layout, clique, T::sum, threads, pool)
+            step_with(ranks, layout, clique, T::sum, team, pool)
         }
-        ReduceOperation::Product => step_with(ranks, layout, clique, T::product, threads, pool),
-        ReduceOperation::Min => step_with(ranks, layout, clique, T::min, threads, pool),
-        ReduceOperation::Max => step_with(ranks, layout, clique, T::max, threads, pool),
+        ReduceOperation::Product => step_with(ranks, layout, clique, T::product, team, pool),
+        ReduceOperation::Min => step_with(ranks, layout, clique, T::min, team, pool),
+        ReduceOperation::Max => step_with(ranks, layout, clique, T::max, team, pool),
     }
 }
 
@@ -310,20 +310,20 @@ fn step_with<T: Stored, F: Fn(T, T) -> T + Copy + Sync>(
     layout: &StepLayout,
     clique: Option<&Clique>,
     op: F,
-    threads: usize,
+    team: Team,
     pool: &Pool,
 ) {
     match clique {
         Some(clique) if ranks.folds_every_pending_input(clique) => {
-            apply_clique_from_inputs(ranks, op, threads, pool);
+            apply_clique_from_inputs(ranks, op, team, pool);
         }
         Some(clique) => {
-            ranks.copy_in(threads, pool);
-            apply_clique(&mut ranks.buffers, clique, op, threads);
+            ranks.copy_in(team, pool);
+            apply_clique(&mut ranks.buffers, clique, op, team);
         }
         None => {
-            ranks.copy_in(threads, pool);
-            apply(&mut ranks.buffers, layout, op, threads, pool);
+            ranks.copy_in(team, pool);
+            apply(&mut ranks.buffers, layout, op, team, pool);
         }
     }
 }
@@ -338,7 +338,7 @@ fn apply_clique<T: Stored, F: Fn(T, T) -> T + Copy + Sync>(
     buffers: &mut [Vec<T>],
     clique: &Clique,
     op: F,
-    threads: usize,
+    team: Team,
 ) {
     let members: Vec<&mut [T]> = buffers
         .iter_mut()
@@ -349,7 +349,7 @@ fn apply_clique<T: Stored, F: Fn(T, T) -> T + Copy + Sync>(
     // Each element of the piece is one element of every member, read and written.
     let element_bytes = size_of::<T>().saturating_mul(members.len());
     let block = clique_block::<T>(clique.range.len().saturating_mul(element_bytes));
-    parallel::run_pieces(vec![Members(members)], element_bytes, threads, |piece| {
+    parallel::run_pieces(vec![Members(members)], element_bytes, team, |piece| {
         fold_members(piece.0, op, block)
     });
 }
@@ -430,7 +430,7 @@ fn fold_block<'s, T: Stored, S: AsRef<[T]>>(
 fn apply_clique_from_inputs<T: Stored, F: Fn(T, T) -> T + Copy + Sync>(
     ranks: &mut Ranks<T>,
     op: F,
-    threads: usize,
+    team: Team,
     pool: &Pool,
 ) {
     let inputs: Vec<&[T]> = ranks.pending.iter().map(|(_, input)| &input[..]).collect();
@@ -452,7 +452,7 @@ fn apply_clique_from_inputs<T: Stored, F: Fn(T, T) -> T + Copy + Sync>(
         outputs,
         stream,
     };
-    parallel::run_pieces(vec![piece], element_bytes, threads, |piece| {
+    parallel::run_pieces(vec![piece], element_bytes, team, |piece| {
         piece.fold(op, block)
     });
     for (rank, input) in std::mem::take(&mut ranks.pending) {
@@ -566,7 +566,7 @@ fn apply<T: Stored, F: Fn(T, T) -> T + Copy + Sync>(
     buffers: &mut [Vec<T>],
     layout: &StepLayout,
     op: F,
-    threads: usize,
+    team: Team,
     pool: &Pool,
 ) {
     let copies: Vec<Vec<T>> = layout
@@ -575,7 +575,7 @@ fn apply<T: Stored, F: Fn(T, T) -> T + Copy + Sync>(
         .map(|(rank, range)| pool.copied(&buffers[*rank][range.clone()]))
         .collect();
     let total: usize = layout.writes.iter().map(|write| write.range.len()).sum();
-    if parallel::worth(total, size_of::<T>(), threads) <= 1 {
+    if parallel::worth(total, size_of::<T>(), team.threads) <= 1 {
         for write in &layout.writes {
             let len = write.range.len();
             // The receiver's buffer is taken out while its sources are read from the others': a
@@ -597,7 +597,7 @@ fn apply<T: Stored, F: Fn(T, T) -> T + Copy + Sync>(
             unwritten: &unwritten,
             copies: &copies,
         };
-        parallel::run_pieces(units, size_of::<T>(), threads, |unit| {
+        parallel::run_pieces(units, size_of::<T>(), team, |unit| {
             let (offset, len) = (unit.offset, unit.dst.len());
             let read =
                 |source: &Source| &resolve.full(source, unit.write.range.len())[offset..][..len];
@@ -827,7 +827,7 @@ fn into_outputs<T: Stored>(
     devices: &[DeviceId],
     plan: &Plan,
     divide_by: Option<usize>,
-    threads: usize,
+    team: Team,
     keeping: Keeping<'_>,
 ) -> Vec<SimTensor> {
     let mut outputs: Vec<Vec<T>> = buffers
@@ -846,7 +846,7 @@ fn into_outputs<T: Stored>(
         .collect();
     if let Some(world) = divide_by {
         let slices: Vec<&mut [T]> = outputs.iter_mut().map(Vec::as_mut_slice).collect();
-        parallel::run_pieces(slices, size_of::<T>(), threads, |slice| {
+        parallel::run_pieces(slices, size_of::<T>(), team, |slice| {
             map_in_place(slice, |value| value.divide(world));
         });
     }
@@ -906,6 +906,7 @@ mod tests {
     //! operands, block boundaries, and a clique cut across two threads.
     use super::{FOLD_BLOCK, FromInputs, Ranks, SCRATCH_BYTES, Stored, fold_members, step};
     use crate::device::kernels::tests::Bits;
+    use crate::device::parallel::Team;
     use crate::device::pool::Pool;
     use half::{bf16, f16};
     use ruccl_core::{ReduceOperation, Step, Transfer};
@@ -958,6 +959,7 @@ mod tests {
         len: usize,
         threads: usize,
     ) {
+        let team = Team::new(threads, world);
         let planned = clique_step(ranks, range.clone());
         let clique = planned.clique().expect("a clique");
         assert_eq!(clique.ranks, ranks);
@@ -992,7 +994,7 @@ mod tests {
                 pending: buffers.into_iter().enumerate().collect(),
             };
             let mut written = in_place(buffers.clone());
-            step(&mut written, &layout, None, operation, threads, &pool);
+            step(&mut written, &layout, None, operation, team, &pool);
             let written = bits(&written.buffers);
             for (how, mut fused) in [
                 ("in place", in_place(buffers.clone())),
@@ -1001,14 +1003,7 @@ mod tests {
                 let from_inputs = fused.folds_every_pending_input(&clique);
                 let whole = ranks.len() == world && range == (0..len);
                 assert_eq!(from_inputs, how == "out of place" && whole);
-                step(
-                    &mut fused,
-                    &layout,
-                    Some(&clique),
-                    operation,
-                    threads,
-                    &pool,
-                );
+                step(&mut fused, &layout, Some(&clique), operation, team, &pool);
                 assert!(fused.pending.is_empty());
                 let fused = bits(&fused.buffers);
                 let differing = (0..world)

@@ -516,7 +516,7 @@ impl NativeCollectiveDevice for SimDevice {
             &laid_out.layout,
             laid_out.clique.as_ref(),
             combining,
-            self.config.threads,
+            parallel::Team::new(self.config.threads, world),
             &self.pool,
         );
         if work.recording {
@@ -557,7 +557,7 @@ impl NativeCollectiveDevice for SimDevice {
             &devices,
             plan,
             divide_by,
-            self.config.threads,
+            parallel::Team::new(self.config.threads, devices.len()),
             self.keeping(),
         );
         if recording {

@@ -2,14 +2,15 @@
 //!
 //! The pieces of one step (or of the `Mean` scaling) write disjoint memory, so they can run on
 //! any threads in any order. Above [`MIN_BYTES_PER_THREAD`] per extra thread, the pieces are cut
-//! into one equal share per thread, and the shares are claimed one at a time (each thread
-//! starting from its rank's: [`Job`]) by whichever thread comes: the calling thread (the last rank to arrive), ranks waiting for the
-//! generation's outcome, to which the step is posted while it runs ([`crew`](super::crew)), and,
-//! for a step of [`POOL_FROM_BYTES`] or more, rayon's pool (one worker per core, started once
-//! per process and asleep between calls). The call returns only when every share is done and
-//! no other thread is inside the step, so nothing outlives the borrow of the buffers; a share's
-//! panic is raised again on the calling thread. Below that, or with one core, the pieces run on
-//! the calling thread.
+//! into one equal share per thread, claimed one at a time (each thread starting from its
+//! rank's: [`Job`]) by whichever thread comes: the calling thread (the last rank to arrive),
+//! ranks waiting for the generation's outcome, to which the step is posted while it runs
+//! ([`crew`](super::crew)), and, for a step of [`POOL_FROM_BYTES`] or more, rayon's pool (one
+//! worker per core, started once per process and asleep between calls). The call returns only
+//! when every share is done and no other thread is inside the step, so nothing outlives the
+//! borrow of the buffers; a share's panic is raised again on the calling thread. A step too
+//! small to split runs on one thread: rank 0's, when every rank has a core and the step is
+//! large enough to be worth the hand-over ([`run_owned`]), else the calling thread.
 //!
 //! Under a model checker (`--cfg ruccl_loom` / `--cfg ruccl_shuttle`) no other thread ever runs
 //! a piece: the checkers must see every thread, and the pool's would be invisible to them.
@@ -39,6 +40,27 @@ impl<T: Send> Piece for &mut [T] {
     }
 }
 
+/// The threads one call's loops may use, and whether its ranks fit them.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Team {
+    /// The most threads the call's loops use (1 under a checker).
+    pub(crate) threads: usize,
+    /// Whether every rank of the generation has a core of its own (`world <= threads`): then
+    /// the ranks that wait poll on their cores, and a step too small to split can be handed to
+    /// rank 0's thread ([`run_owned`]); otherwise rank 0 may be waiting for a core.
+    pub(crate) ranks_fit: bool,
+}
+
+impl Team {
+    /// Up to `threads` threads for a generation of `world` ranks.
+    pub(crate) fn new(threads: usize, world: usize) -> Self {
+        Self {
+            threads,
+            ranks_fit: world <= threads,
+        }
+    }
+}
+
 /// How many threads `elements` elements of `element_bytes` bytes are worth, at most `threads`.
 pub(crate) fn worth(elements: usize, element_bytes: usize, threads: usize) -> usize {
     let bytes = elements.saturating_mul(element_bytes.max(1));
@@ -49,13 +71,18 @@ pub(crate) fn worth(elements: usize, element_bytes: usize, threads: usize) -> us
 pub(crate) fn run_pieces<P: Piece>(
     pieces: Vec<P>,
     element_bytes: usize,
-    threads: usize,
+    team: Team,
     run: impl Fn(P) + Sync,
 ) {
     let total: usize = pieces.iter().map(Piece::len).sum();
-    let shares = worth(total, element_bytes, threads);
+    let shares = worth(total, element_bytes, team.threads);
     if shares <= 1 {
-        pieces.into_iter().for_each(run);
+        let bytes = total.saturating_mul(element_bytes);
+        if team.threads > 1 && team.ranks_fit && bytes >= OWNED_FROM_BYTES {
+            run_owned(pieces, &run);
+        } else {
+            pieces.into_iter().for_each(run);
+        }
         return;
     }
     let bytes = total.saturating_mul(element_bytes);
@@ -97,6 +124,55 @@ fn share_out<P: Piece>(pieces: Vec<P>, total: usize, shares: usize) -> Vec<Vec<P
 #[cfg(not(any(ruccl_loom, ruccl_shuttle)))]
 const POOL_FROM_BYTES: usize = 4 << 20;
 
+/// From how many bytes a step too small to split is handed to rank 0's thread ([`run_owned`]).
+/// Below it the hand-over costs about what it saves.
+const OWNED_FROM_BYTES: usize = 16 << 10;
+
+/// How long the calling thread waits for rank 0's thread to take a step handed to it before
+/// running it itself: a few of that thread's polls (each one a yield of its core at most), so a
+/// rank 0 that has parked costs a step no more than this.
+#[cfg(not(any(ruccl_loom, ruccl_shuttle)))]
+const HAND_OVER_PATIENCE: std::time::Duration = std::time::Duration::from_micros(2);
+
+#[cfg(any(ruccl_loom, ruccl_shuttle))]
+fn run_owned<P: Piece>(pieces: Vec<P>, run: &(impl Fn(P) + Sync)) {
+    pieces.into_iter().for_each(run);
+}
+
+/// Run a step too small to split on rank 0's thread, if that is not this one and it takes the
+/// step within [`HAND_OVER_PATIENCE`]; else here. The last rank to arrive — which runs the plan
+/// — changes from generation to generation, and a step's elements would move between cores
+/// with it: on the 2-vCPU VM of `perf/PERF.md`, in its slow placement, W = 2 at 64 KiB and
+/// 256 KiB took 9.3 and 28 µs in place and 67 and 270 out of place; handed to rank 0, 5.7 and 14,
+/// 6.8 and 17–23 (in the fast placement, out of place, 18 and 57 against 5.3 and 16).
+#[cfg(not(any(ruccl_loom, ruccl_shuttle)))]
+fn run_owned<P: Piece>(pieces: Vec<P>, run: &(impl Fn(P) + Sync)) {
+    if super::crew::home() == 0 {
+        pieces.into_iter().for_each(run);
+        return;
+    }
+    let job = Job::new(vec![pieces], run);
+    let task = || {
+        if super::crew::home() == 0 {
+            job.work();
+        }
+    };
+    let posted = super::crew::run_posted(&task, || {
+        let start = std::time::Instant::now();
+        while job.taken.load(std::sync::atomic::Ordering::Acquire) == 0
+            && start.elapsed() < HAND_OVER_PATIENCE
+        {
+            std::hint::spin_loop();
+        }
+        job.work();
+        job.wait();
+    });
+    if !posted {
+        job.work();
+    }
+    job.raise();
+}
+
 #[cfg(not(any(ruccl_loom, ruccl_shuttle)))]
 fn run_shares<P: Piece>(lists: Vec<Vec<P>>, bytes: usize, run: &(impl Fn(P) + Sync)) {
     let job = Job::new(lists, run);
@@ -132,6 +208,8 @@ fn run_shares<P: Piece>(lists: Vec<Vec<P>>, bytes: usize, run: &(impl Fn(P) + Sy
 struct Job<'r, P, F> {
     /// Share `i`, until a thread takes it: taking it is claiming it.
     lists: Vec<std::sync::Mutex<Option<Vec<P>>>>,
+    /// Shares taken (claimed) so far.
+    taken: std::sync::atomic::AtomicUsize,
     /// Shares run to the end (or to a panic).
     done: std::sync::atomic::AtomicUsize,
     /// The first share's panic, raised again by the calling thread.
@@ -147,6 +225,7 @@ impl<'r, P: Piece, F: Fn(P) + Sync> Job<'r, P, F> {
                 .into_iter()
                 .map(|list| std::sync::Mutex::new(Some(list)))
                 .collect(),
+            taken: std::sync::atomic::AtomicUsize::new(0),
             done: std::sync::atomic::AtomicUsize::new(0),
             panic: std::sync::Mutex::new(None),
             run,
@@ -171,6 +250,7 @@ impl<'r, P: Piece, F: Fn(P) + Sync> Job<'r, P, F> {
             else {
                 continue;
             };
+            self.taken.fetch_add(1, Ordering::Release);
             let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                 list.into_iter().for_each(self.run);
             }));
@@ -248,7 +328,7 @@ mod tests {
     /// thread.
     #[cfg(not(any(ruccl_loom, ruccl_shuttle)))]
     mod crew {
-        use super::super::run_pieces;
+        use super::super::{Team, run_pieces};
         use std::sync::Mutex;
         use std::sync::atomic::{AtomicBool, Ordering};
         use std::thread::ThreadId;
@@ -258,10 +338,15 @@ mod tests {
         /// no pool worker is offered them, only the caller and whoever helps.
         const TWO_SHARES: usize = 512 << 10;
 
-        /// A thread standing in for a waiting rank: offers itself until `stop`.
+        /// A thread standing in for waiting rank 1: offers itself until `stop`.
         fn wait_and_help(stop: &AtomicBool) {
+            wait_and_help_as(1, stop);
+        }
+
+        /// A thread standing in for waiting rank `rank`: offers itself until `stop`.
+        fn wait_and_help_as(rank: usize, stop: &AtomicBool) {
             while !stop.load(Ordering::Acquire) {
-                crate::device::crew::help(1);
+                crate::device::crew::help(rank);
                 std::hint::spin_loop();
             }
         }
@@ -297,15 +382,20 @@ mod tests {
                 let started = AtomicBool::new(false);
                 std::thread::scope(|scope| {
                     scope.spawn(|| wait_and_help(&stop));
-                    run_pieces(vec![&mut values[..]], 4, 2, |piece: &mut [u32]| {
-                        hold_the_caller(caller, &started);
-                        let on_pool = rayon::current_thread_index().is_some();
-                        ran_on
-                            .lock()
-                            .unwrap()
-                            .push((std::thread::current().id(), on_pool));
-                        piece.iter_mut().for_each(|value| *value += 1);
-                    });
+                    run_pieces(
+                        vec![&mut values[..]],
+                        4,
+                        Team::new(2, 2),
+                        |piece: &mut [u32]| {
+                            hold_the_caller(caller, &started);
+                            let on_pool = rayon::current_thread_index().is_some();
+                            ran_on
+                                .lock()
+                                .unwrap()
+                                .push((std::thread::current().id(), on_pool));
+                            piece.iter_mut().for_each(|value| *value += 1);
+                        },
+                    );
                     stop.store(true, Ordering::Release);
                 });
                 stop.store(false, Ordering::Release);
@@ -337,11 +427,16 @@ mod tests {
             // Another test's helper may take a share of this step: try again then.
             for _ in 0..100 {
                 let ran = Mutex::new(Vec::new());
-                run_pieces(vec![&mut values[..]], 4, 2, |piece: &mut [u32]| {
-                    ran.lock()
-                        .unwrap()
-                        .push((std::thread::current().id(), piece[0]));
-                });
+                run_pieces(
+                    vec![&mut values[..]],
+                    4,
+                    Team::new(2, 2),
+                    |piece: &mut [u32]| {
+                        ran.lock()
+                            .unwrap()
+                            .push((std::thread::current().id(), piece[0]));
+                    },
+                );
                 let ran = ran.into_inner().unwrap();
                 if ran.iter().all(|&(thread, _)| thread == caller) {
                     let first: Vec<u32> = ran.iter().map(|&(_, first)| first).collect();
@@ -352,6 +447,68 @@ mod tests {
             panic!("other threads took a share of every attempt");
         }
 
+        /// Which threads ran the pieces of one unsplit step of `len` u32 run by a thread that
+        /// waited as `caller_rank`, for a `team`, while a thread waits as rank 0.
+        fn unsplit_step_ran_on(len: usize, caller_rank: usize, team: Team) -> (bool, bool) {
+            let mut values = vec![0u32; len];
+            let stop = AtomicBool::new(false);
+            crate::device::crew::help(caller_rank);
+            let caller = std::thread::current().id();
+            let ran = Mutex::new(Vec::new());
+            let polling = AtomicBool::new(false);
+            std::thread::scope(|scope| {
+                scope.spawn(|| {
+                    polling.store(true, Ordering::Release);
+                    wait_and_help_as(0, &stop);
+                });
+                // Hand the step over only once rank 0's thread polls.
+                while !polling.load(Ordering::Acquire) {
+                    std::thread::yield_now();
+                }
+                run_pieces(vec![&mut values[..]], 4, team, |piece: &mut [u32]| {
+                    ran.lock().unwrap().push(std::thread::current().id());
+                    piece.iter_mut().for_each(|value| *value += 1);
+                });
+                stop.store(true, Ordering::Release);
+            });
+            assert!(values.iter().all(|&value| value == 1));
+            let ran = ran.into_inner().unwrap();
+            assert_eq!(ran.len(), 1, "an unsplit step is one piece here");
+            (ran[0] == caller, ran[0] != caller)
+        }
+
+        #[test]
+        fn a_step_too_small_to_split_goes_to_rank_0s_thread_when_every_rank_has_a_core() {
+            // 16 384 u32: 64 KiB, one share, above `OWNED_FROM_BYTES`. The waiting thread may
+            // miss the hand-over (descheduled on a busy machine; another test's step holding
+            // the slot): it must take it at least once in many tries.
+            let start = Instant::now();
+            while start.elapsed() < Duration::from_secs(10) {
+                let (_, elsewhere) = unsplit_step_ran_on(16_384, 1, Team::new(2, 2));
+                if elsewhere {
+                    return;
+                }
+            }
+            panic!("rank 0's thread never took the step in ten seconds");
+        }
+
+        #[test]
+        fn a_step_too_small_to_split_stays_on_the_caller_otherwise() {
+            // The caller is rank 0's thread; ranks outnumber cores; the step is below
+            // `OWNED_FROM_BYTES` (1 024 u32: 4 KiB). Each a few times: a hand-over, where
+            // there must be none, happens in most tries.
+            for (len, caller_rank, team) in [
+                (16_384, 0, Team::new(2, 2)),
+                (16_384, 1, Team::new(2, 4)),
+                (1_024, 1, Team::new(2, 2)),
+            ] {
+                for _ in 0..20 {
+                    let (here, _) = unsplit_step_ran_on(len, caller_rank, team);
+                    assert!(here, "{len} u32 from rank {caller_rank}, {team:?}");
+                }
+            }
+        }
+
         #[test]
         fn a_share_panicking_on_a_helper_is_raised_by_the_caller_and_spares_the_helper() {
             let mut values = vec![0u32; TWO_SHARES];
@@ -360,12 +517,17 @@ mod tests {
             let (raised, helper) = std::thread::scope(|scope| {
                 let helper = scope.spawn(|| wait_and_help(&stop));
                 let raised = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    run_pieces(vec![&mut values[..]], 4, 2, |_: &mut [u32]| {
-                        hold_the_caller(caller, &started);
-                        if std::thread::current().id() != caller {
-                            panic!("planted panic in a helper's share");
-                        }
-                    })
+                    run_pieces(
+                        vec![&mut values[..]],
+                        4,
+                        Team::new(2, 2),
+                        |_: &mut [u32]| {
+                            hold_the_caller(caller, &started);
+                            if std::thread::current().id() != caller {
+                                panic!("planted panic in a helper's share");
+                            }
+                        },
+                    )
                 }));
                 stop.store(true, Ordering::Release);
                 (raised, helper.join())
