@@ -23,8 +23,10 @@
 //! every sender, block by block, so that the receiver is read and written once however many senders
 //! it has); a step of more than a megabyte per thread is cut across cores as a whole, one share
 //! per core, and the ranks waiting for the generation take shares while they poll
-//! ([`assist`](NativeCollectiveDevice::assist), `crew.rs`): no sleeping thread to wake for a
-//! step of a few megabytes. A [clique](ruccl_core::Step::clique) — direct's one-step all-reduce — is
+//! ([`assist`](NativeCollectiveDevice::assist), `crew.rs`), each its own rank's first: no
+//! sleeping thread to wake for a step of a few megabytes, and each share's elements stay on one
+//! core from generation to generation; a smaller step runs on rank 0's thread when every rank
+//! has a core (`parallel.rs`). A [clique](ruccl_core::Step::clique) — direct's one-step all-reduce — is
 //! folded once per element and stored on every member, with nothing set aside: each member's memory
 //! read once and written once, `2W·n` in all against the two-step plan's `(3W-1)·n`; the device's
 //! model says so ([`LinkModel::with_fused_cliques`]), and the core's
