@@ -12,6 +12,27 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::Duration;
 
+/// Every rank of `communicator` on a thread of its own, calling a sum all-reduce of
+/// `[rank + 1]`.
+fn spawn_sums(
+    communicator: &Arc<NativeCommunicator<TestDevice>>,
+) -> Vec<thread::JoinHandle<Result<Vec<i64>, NativeCollectiveError>>> {
+    (0..communicator.world_size())
+        .map(|rank| {
+            let communicator = Arc::clone(communicator);
+            thread::spawn(move || {
+                communicator
+                    .all_reduce(
+                        rank,
+                        Tensor::new(rank as u32, vec![rank as i64 + 1]),
+                        ReduceOperation::Sum,
+                    )
+                    .map(Tensor::into_values)
+            })
+        })
+        .collect()
+}
+
 /// One rank's outcome with the error rendered, as compared across ranks.
 type Reported = Result<Vec<i64>, String>;
 
@@ -257,20 +278,7 @@ fn a_waiting_rank_offers_the_device_its_thread_while_it_polls() {
     );
     let (device, communicator) = shared(2);
     device.hang();
-    let ranks: Vec<_> = (0..2)
-        .map(|rank| {
-            let communicator = Arc::clone(&communicator);
-            thread::spawn(move || {
-                communicator
-                    .all_reduce(
-                        rank,
-                        Tensor::new(rank as u32, vec![rank as i64 + 1]),
-                        ReduceOperation::Sum,
-                    )
-                    .map(Tensor::into_values)
-            })
-        })
-        .collect();
+    let ranks = spawn_sums(&communicator);
     // The runner is stuck in `exchange`, so the other rank cannot see its delivery: it polls,
     // and offers the device its thread between polls, before it parks.
     device.wait_until_hung();
@@ -297,20 +305,7 @@ fn abort_racing_with_completion_never_splits_a_generation() {
     const WORLD: usize = 3;
     for attempt in 0..200 {
         let (_, communicator) = shared(WORLD);
-        let handles: Vec<_> = (0..WORLD)
-            .map(|rank| {
-                let communicator = Arc::clone(&communicator);
-                thread::spawn(move || {
-                    communicator
-                        .all_reduce(
-                            rank,
-                            Tensor::new(rank as u32, vec![rank as i64 + 1]),
-                            ReduceOperation::Sum,
-                        )
-                        .map(Tensor::into_values)
-                })
-            })
-            .collect();
+        let handles = spawn_sums(&communicator);
         if attempt % 2 == 0 {
             thread::yield_now();
         }
