@@ -334,6 +334,15 @@ mod tests {
         use std::thread::ThreadId;
         use std::time::{Duration, Instant};
 
+        /// Held by each of these tests: a helper of one would take shares of another's step.
+        static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+        fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+            ONE_AT_A_TIME
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+        }
+
         /// Elements of a step cut into two shares of a megabyte each: below `POOL_FROM_BYTES`, so
         /// no pool worker is offered them, only the caller and whoever helps.
         const TWO_SHARES: usize = 512 << 10;
@@ -368,6 +377,7 @@ mod tests {
 
         #[test]
         fn a_waiting_thread_runs_a_share_of_the_step_and_every_element_is_written_once() {
+            let _serial = one_at_a_time();
             let mut values = vec![0u32; TWO_SHARES];
             let caller = std::thread::current().id();
             let stop = AtomicBool::new(false);
@@ -420,6 +430,7 @@ mod tests {
 
         #[test]
         fn a_thread_takes_the_share_of_the_rank_it_waited_as_first() {
+            let _serial = one_at_a_time();
             let mut values: Vec<u32> = (0..TWO_SHARES as u32).collect();
             let caller = std::thread::current().id();
             // This thread waited as rank 1 last: of two shares, it takes the second first.
@@ -479,6 +490,7 @@ mod tests {
 
         #[test]
         fn a_step_too_small_to_split_goes_to_rank_0s_thread_when_every_rank_has_a_core() {
+            let _serial = one_at_a_time();
             // 16 384 u32: 64 KiB, one share, above `OWNED_FROM_BYTES`. The waiting thread may
             // miss the hand-over (descheduled on a busy machine; another test's step holding
             // the slot): it must take it at least once in many tries.
@@ -494,6 +506,7 @@ mod tests {
 
         #[test]
         fn a_step_too_small_to_split_stays_on_the_caller_otherwise() {
+            let _serial = one_at_a_time();
             // The caller is rank 0's thread; ranks outnumber cores; the step is below
             // `OWNED_FROM_BYTES` (1 024 u32: 4 KiB). Each a few times: a hand-over, where
             // there must be none, happens in most tries.
@@ -511,6 +524,7 @@ mod tests {
 
         #[test]
         fn a_share_panicking_on_a_helper_is_raised_by_the_caller_and_spares_the_helper() {
+            let _serial = one_at_a_time();
             let mut values = vec![0u32; TWO_SHARES];
             let caller = std::thread::current().id();
             let (started, stop) = (AtomicBool::new(false), AtomicBool::new(false));
