@@ -523,6 +523,48 @@ mod tests {
         }
 
         #[test]
+        fn every_element_is_written_while_another_step_holds_the_slot() {
+            let _serial = one_at_a_time();
+            let (holding, stop) = (AtomicBool::new(false), AtomicBool::new(false));
+            let written = std::thread::scope(|scope| {
+                // Another step, posted until `stop`: these must run without the slot.
+                scope.spawn(|| {
+                    let task = || {};
+                    while !crate::device::crew::run_posted(&task, || {
+                        holding.store(true, Ordering::Release);
+                        while !stop.load(Ordering::Acquire) {
+                            std::thread::yield_now();
+                        }
+                    }) {
+                        std::thread::yield_now();
+                    }
+                });
+                while !holding.load(Ordering::Acquire) {
+                    std::thread::yield_now();
+                }
+                crate::device::crew::help(1);
+                // Split in two shares (rayon's pool), and unsplit handed to rank 0 (here).
+                let written: Vec<bool> = [TWO_SHARES, 16_384]
+                    .into_iter()
+                    .map(|len| {
+                        let mut values = vec![0u32; len];
+                        run_pieces(vec![&mut values[..]], 4, Team::new(2, 2), |piece| {
+                            piece.iter_mut().for_each(|value| *value += 1);
+                        });
+                        values.iter().all(|&value| value == 1)
+                    })
+                    .collect();
+                stop.store(true, Ordering::Release);
+                written
+            });
+            assert_eq!(
+                written,
+                [true, true],
+                "split, unsplit: every element written once"
+            );
+        }
+
+        #[test]
         fn a_share_panicking_on_a_helper_is_raised_by_the_caller_and_spares_the_helper() {
             let _serial = one_at_a_time();
             let mut values = vec![0u32; TWO_SHARES];
