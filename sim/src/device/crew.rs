@@ -154,10 +154,10 @@ mod tests {
         let task = || {
             runs.fetch_add(1, Ordering::Relaxed);
         };
-        let mut posted = false;
         // Another test may hold the slot for a moment: try until this one posts.
-        while !posted {
-            posted = run_posted(&task, || help(0));
+        let start = std::time::Instant::now();
+        while !run_posted(&task, || help(0)) {
+            assert!(start.elapsed().as_secs() < 10, "the slot stayed taken");
         }
         let during = runs.load(Ordering::Relaxed);
         help(0);
@@ -173,7 +173,9 @@ mod tests {
     fn a_second_poster_is_refused_while_the_slot_is_taken() {
         let task = || {};
         let mut refused = None;
+        let start = std::time::Instant::now();
         while refused.is_none() {
+            assert!(start.elapsed().as_secs() < 10, "the slot stayed taken");
             run_posted(&task, || refused = Some(!run_posted(&task, || {})));
         }
         assert_eq!(refused, Some(true));

@@ -337,6 +337,18 @@ mod tests {
         /// Held by each of these tests: a helper of one would take shares of another's step.
         static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
+        /// Yield until `done`; fail (not hang) after ten seconds.
+        fn until(what: &str, done: impl Fn() -> bool) {
+            let start = Instant::now();
+            while !done() {
+                assert!(
+                    start.elapsed() < Duration::from_secs(10),
+                    "waited 10 s for {what}"
+                );
+                std::thread::yield_now();
+            }
+        }
+
         fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
             ONE_AT_A_TIME
                 .lock()
@@ -473,9 +485,7 @@ mod tests {
                     wait_and_help_as(0, &stop);
                 });
                 // Hand the step over only once rank 0's thread polls.
-                while !polling.load(Ordering::Acquire) {
-                    std::thread::yield_now();
-                }
+                until("the helper to start", || polling.load(Ordering::Acquire));
                 run_pieces(vec![&mut values[..]], 4, team, |piece: &mut [u32]| {
                     ran.lock().unwrap().push(std::thread::current().id());
                     piece.iter_mut().for_each(|value| *value += 1);
@@ -530,18 +540,18 @@ mod tests {
                 // Another step, posted until `stop`: these must run without the slot.
                 scope.spawn(|| {
                     let task = || {};
+                    let start = Instant::now();
                     while !crate::device::crew::run_posted(&task, || {
                         holding.store(true, Ordering::Release);
-                        while !stop.load(Ordering::Acquire) {
-                            std::thread::yield_now();
-                        }
-                    }) {
+                        until("the test to finish", || stop.load(Ordering::Acquire));
+                    }) && start.elapsed() < Duration::from_secs(10)
+                    {
                         std::thread::yield_now();
                     }
                 });
-                while !holding.load(Ordering::Acquire) {
-                    std::thread::yield_now();
-                }
+                until("the other step to hold the slot", || {
+                    holding.load(Ordering::Acquire)
+                });
                 crate::device::crew::help(1);
                 // Split in two shares (rayon's pool), and unsplit handed to rank 0 (here).
                 let written: Vec<bool> = [TWO_SHARES, 16_384]
