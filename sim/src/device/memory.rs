@@ -621,21 +621,20 @@ const FOLD_BLOCK: usize = 2048;
 const FOLD_BLOCK: usize = 64;
 
 /// Bytes of a clique fold's block on the stack ([`Scratch`]): a [`FOLD_BLOCK`] of the widest
-/// element (8 bytes), and the block of a clique whose working set is beyond the caches
-/// ([`clique_block`]). There each member is read in runs of this many bytes, four times an
-/// f32 [`FOLD_BLOCK`], which the memory's prefetchers and open rows serve faster (at 16 MiB,
-/// W = 4 and 8: 4.6 and 8.3 ms in place against 5.7 and 11–13 with 2048 f32 runs); the block
-/// no longer stays in the first-level cache, which is what costs below that size (1 MiB:
-/// 1.5–1.8× slower).
-#[cfg(not(any(ruccl_loom, ruccl_shuttle)))]
-const SCRATCH_BYTES: usize = 32 << 10;
-
-/// Under a model checker, a [`FOLD_BLOCK`] of the widest element.
-#[cfg(any(ruccl_loom, ruccl_shuttle))]
+/// element (8 bytes).
 const SCRATCH_BYTES: usize = FOLD_BLOCK * 8;
 
+/// Bytes of each member a clique whose working set is beyond the caches ([`clique_block`])
+/// folds per block: a short run of every member in turn, so the hardware prefetchers follow all
+/// of the members' streams at once, each a few lines ahead, instead of one member's at a time,
+/// ramping up again at each. On the VM of `perf/PERF.md` (in place and out of place,
+/// `ruccl-perf -b 16M -e 64M`, alternated in one run): at 16 MiB, W = 2, 470–530 µs in place and
+/// 0.9–1.3 ms out of place against 870–900 µs and 1.8–1.9 ms with 32 KiB runs; W = 4 and 8 out
+/// of place 2.9 and 6.8–7.2 ms against 4.1 and 9.0–9.8. 512 bytes ran as 1 KiB; 2 KiB slower.
+const STREAMING_RUN_BYTES: usize = 1 << 10;
+
 /// A clique fold's block: [`SCRATCH_BYTES`] on the stack, aligned for every element type,
-/// whatever the type (a block of `T`s would take 64 KiB of an 8-byte type's stack).
+/// whatever the type: one array sized for the widest element serves every type.
 #[repr(C, align(64))]
 struct Scratch([MaybeUninit<u8>; SCRATCH_BYTES]);
 
@@ -653,10 +652,10 @@ impl Scratch {
 
 /// The block, in elements of `T`, of a clique whose members' memory comes to `working_set`
 /// bytes: [`FOLD_BLOCK`] below [`STREAM_FROM_BYTES`], where the working set may stay cached;
-/// all of [`SCRATCH_BYTES`] from there on.
+/// [`STREAMING_RUN_BYTES`] from there on.
 fn clique_block<T>(working_set: usize) -> usize {
     if working_set >= STREAM_FROM_BYTES {
-        SCRATCH_BYTES / size_of::<T>().max(1)
+        (STREAMING_RUN_BYTES / size_of::<T>().max(1)).max(1)
     } else {
         FOLD_BLOCK
     }
@@ -904,7 +903,7 @@ mod tests {
     //! A clique run as one fold stored on every member gives every member the bits that the
     //! per-receiver writes of the same step give: every element type, every operation, edge-case
     //! operands, block boundaries, and a clique cut across two threads.
-    use super::{FOLD_BLOCK, FromInputs, Ranks, SCRATCH_BYTES, Stored, fold_members, step};
+    use super::{FOLD_BLOCK, FromInputs, Ranks, STREAMING_RUN_BYTES, Stored, fold_members, step};
     use crate::device::kernels::tests::Bits;
     use crate::device::parallel::Team;
     use crate::device::pool::Pool;
@@ -1050,8 +1049,8 @@ mod tests {
     }
 
     /// A clique folded from the inputs writes the same bits whether its outputs are written
-    /// past the caches or not, at every alignment of the outputs, and in long blocks or short
-    /// ones; so does a clique folded in place.
+    /// past the caches or not, at every alignment of the outputs, and in long blocks, short ones
+    /// or blocks of an odd length; so does a clique folded in place.
     fn streamed_outputs_agree<T: Stored + Bits>(members: usize, len: usize) {
         let inputs: Vec<Vec<T>> = (0..members)
             .map(|rank| {
@@ -1085,7 +1084,7 @@ mod tests {
                 .collect()
         };
         let cached = fold(false, 0, FOLD_BLOCK);
-        for block in [FOLD_BLOCK, SCRATCH_BYTES / size_of::<T>()] {
+        for block in [FOLD_BLOCK, STREAMING_RUN_BYTES / size_of::<T>(), 7] {
             for offset in 0..4 {
                 let streamed = fold(true, offset, block);
                 assert_eq!(streamed, cached, "{:?}, offset {offset}, {block}", T::TYPE);

@@ -51,6 +51,7 @@ mod error;
 mod kernels;
 mod layouts;
 mod memory;
+mod pages;
 mod parallel;
 mod pool;
 mod tensor;

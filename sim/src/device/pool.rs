@@ -37,6 +37,7 @@
 
 use super::census::books;
 use super::memory::Stored;
+use super::pages;
 use crate::host::{ElementType, HostValues};
 use std::collections::BTreeMap;
 
@@ -150,7 +151,7 @@ impl Pool {
     pub(crate) fn take<T: Stored>(&self, len: usize) -> Vec<T> {
         let wanted = len.saturating_mul(size_of::<T>());
         let Some(shelf) = self.shelf.as_ref().filter(|_| wanted >= MIN_POOLED_BYTES) else {
-            return Vec::with_capacity(len);
+            return pages::with_capacity(len);
         };
         let kind = type_key(T::TYPE);
         let mut shelf = books::lock(shelf);
@@ -183,12 +184,12 @@ impl Pool {
                 .collect();
             drop(shelf);
             drop((freed, expired));
-            return Vec::with_capacity(len);
+            return pages::with_capacity(len);
         };
         drop(shelf);
         drop(expired);
         // The key matched the element type, so the unwrap cannot hand the values back.
-        T::unwrap(values).unwrap_or_else(|_| Vec::with_capacity(len))
+        T::unwrap(values).unwrap_or_else(|_| pages::with_capacity(len))
     }
 
     /// `len` elements: `source` from `at`, zeros elsewhere, each written once. The caller
