@@ -38,13 +38,14 @@ struct Slot {
 }
 
 thread_local! {
-    /// The rank this thread last helped as: the share it takes first ([`home`]).
+    /// The rank this thread last helped as ([`home`]).
     static HOME: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
 }
 
-/// The rank this thread last helped as (0 for one that never helped): a rank's thread takes
-/// the share of its own number first, so that in a loop of collectives the same thread — on the
-/// same core, as a rank's thread mostly stays — touches the same elements every generation.
+/// The rank this thread last helped as (0 for one that never helped): whose thread a step too
+/// small to split is handed to (rank 0's), and where the CPU a thread runs on cannot be read,
+/// the share it takes first (`parallel.rs`: so that in a loop of collectives the same elements
+/// stay on one core).
 pub(crate) fn home() -> usize {
     HOME.get()
 }

@@ -445,7 +445,7 @@ fn apply_clique_from_inputs<T: Stored, F: Fn(T, T) -> T + Copy + Sync>(
     let element_bytes = size_of::<T>().saturating_mul(inputs.len());
     // Inputs and outputs: twice the members' elements.
     let working_set = len.saturating_mul(element_bytes).saturating_mul(2);
-    let stream = working_set >= STREAM_FROM_BYTES;
+    let stream = working_set > CACHED_BYTES;
     let block = clique_block::<T>(working_set);
     let piece = FromInputs {
         inputs,
@@ -467,12 +467,16 @@ fn apply_clique_from_inputs<T: Stored, F: Fn(T, T) -> T + Copy + Sync>(
     }
 }
 
-/// From how many bytes of inputs and outputs together a clique folded from the inputs writes
-/// its outputs past the caches ([`stream_copy`]): twice a typical last-level cache's share of
-/// one core complex (32 MiB on the machines `perf/PERF.md` measures). Beyond it the outputs
-/// cannot stay cached until they are read, and the inputs can only if the outputs do not evict
-/// them; below it a cached output is read back from the cache.
-const STREAM_FROM_BYTES: usize = 32 << 20;
+/// The most bytes a clique's members (inputs and outputs together, out of place) may take and
+/// still be served from the caches: a last-level cache of one core complex (32 MiB on the
+/// machines `perf/PERF.md` measures). Beyond it a clique folded from the inputs writes its
+/// outputs past the caches ([`stream_copy`]): they cannot stay cached until they are read, and
+/// the inputs can only if the outputs do not evict them. Up to it a cached output is read back
+/// from the cache: at exactly 32 MiB (W = 4, 4 MiB and W = 2, 8 MiB out of place) cached stores
+/// took 366–384 and 313–448 µs against 506–611 and 490–543 streamed, and at 40 MiB (W = 4,
+/// 5 MiB) streamed 585–619 against 572–1 184 (`ruccl-perf -b 2M -e 8M`, alternated). From it a
+/// clique folds in short runs ([`clique_block`]).
+const CACHED_BYTES: usize = 32 << 20;
 
 /// The same elements of every member's input and of its empty buffer, ranks ascending, and
 /// whether the outputs are written past the caches.
@@ -624,8 +628,8 @@ const FOLD_BLOCK: usize = 64;
 /// element (8 bytes).
 const SCRATCH_BYTES: usize = FOLD_BLOCK * 8;
 
-/// Bytes of each member a clique whose working set is beyond the caches ([`clique_block`])
-/// folds per block: a short run of every member in turn, so the hardware prefetchers follow all
+/// Bytes of each member a clique whose members take the caches or more ([`CACHED_BYTES`],
+/// [`clique_block`]) folds per block: a short run of every member in turn, so the hardware prefetchers follow all
 /// of the members' streams at once, each a few lines ahead, instead of one member's at a time,
 /// ramping up again at each. On the VM of `perf/PERF.md` (in place and out of place,
 /// `ruccl-perf -b 16M -e 64M`, alternated in one run): at 16 MiB, W = 2, 470–530 µs in place and
@@ -651,10 +655,10 @@ impl Scratch {
 }
 
 /// The block, in elements of `T`, of a clique whose members' memory comes to `working_set`
-/// bytes: [`FOLD_BLOCK`] below [`STREAM_FROM_BYTES`], where the working set may stay cached;
+/// bytes: [`FOLD_BLOCK`] below [`CACHED_BYTES`], where the working set stays cached;
 /// [`STREAMING_RUN_BYTES`] from there on.
 fn clique_block<T>(working_set: usize) -> usize {
-    if working_set >= STREAM_FROM_BYTES {
+    if working_set >= CACHED_BYTES {
         (STREAMING_RUN_BYTES / size_of::<T>().max(1)).max(1)
     } else {
         FOLD_BLOCK

@@ -2,8 +2,8 @@
 //!
 //! The pieces of one step (or of the `Mean` scaling) write disjoint memory, so they can run on
 //! any threads in any order. Above [`MIN_BYTES_PER_THREAD`] per extra thread, the pieces are cut
-//! into one equal share per thread, claimed one at a time (each thread starting from its
-//! rank's: [`Job`]) by whichever thread comes: the calling thread (the last rank to arrive),
+//! into one equal share per thread, claimed one at a time (each thread starting from its CPU's:
+//! [`Job`]) by whichever thread comes: the calling thread (the last rank to arrive),
 //! ranks waiting for the generation's outcome, to which the step is posted while it runs
 //! ([`crew`](super::crew)), and, for a step of [`POOL_FROM_BYTES`] or more, rayon's pool (one
 //! worker per core, started once per process and asleep between calls). The call returns only
@@ -198,12 +198,15 @@ fn run_shares<P: Piece>(lists: Vec<Vec<P>>, bytes: usize, run: &(impl Fn(P) + Sy
 }
 
 /// One step's shares, claimed one at a time by any thread that calls [`Job::work`], each thread
-/// starting from the share of the rank it last waited as ([`crew::home`](super::crew::home)).
-/// A rank's thread mostly stays on one core, so in a loop of collectives each share's elements
-/// stay in one core's caches. On the 2-vCPU VM of `perf/PERF.md`, in the VM placement where
-/// moving lines between the cores is slow, first-come claiming ran W = 2, 1 MiB in 55–64 µs in
-/// place and 300–490 out of place; claiming by rank, 28–33 and 40–41 (4 MiB: 223–241 and
-/// 930–1 470 µs against 108–119 and 141–194); in the fast placement the two are the same.
+/// starting from the share of the CPU it runs on ([`first_share`]), so that in a loop of
+/// collectives each share's elements stay in one core's caches, whichever thread runs there.
+/// On the 2-vCPU VM of `perf/PERF.md`, in the VM placement where moving lines between the cores
+/// is slow, first-come claiming ran W = 2, 1 MiB in 55–64 µs in place and 300–490 out of place;
+/// claiming by the rank a thread waited as, 28–33 and 40–41 (4 MiB: 223–241 and 930–1 470 µs
+/// against 108–119 and 141–194). With more ranks than cores a rank's thread moves between
+/// cores, and by rank W = 4, 1 MiB out of place took 86–93 µs in some runs and 700–770 in
+/// others; by CPU, 80–89 in every one of nine (`ruccl-perf -g 4 -b 1M -e 4M -n 300`,
+/// alternated), and 4 MiB in place 228–247 against 221–490.
 #[cfg(not(any(ruccl_loom, ruccl_shuttle)))]
 struct Job<'r, P, F> {
     /// Share `i`, until a thread takes it: taking it is claiming it.
@@ -232,15 +235,15 @@ impl<'r, P: Piece, F: Fn(P) + Sync> Job<'r, P, F> {
         }
     }
 
-    /// Claim and run shares until none is left unclaimed, the thread's home share first. Never
-    /// panics: a share's panic is kept for [`Job::raise`].
+    /// Claim and run shares until none is left unclaimed, [`first_share`] first. Never panics:
+    /// a share's panic is kept for [`Job::raise`].
     fn work(&self) {
         use std::sync::atomic::Ordering;
         use std::sync::{MutexGuard, PoisonError};
         let shares = self.lists.len();
-        let home = super::crew::home();
+        let first = first_share(shares);
         for offset in 0..shares {
-            let index = (home + offset) % shares;
+            let index = (first + offset) % shares;
             // Taking a share's list is claiming it: one thread takes it, every later one finds
             // `None`. No code that can panic runs under these locks.
             let Some(list) = self.lists[index]
@@ -289,6 +292,30 @@ impl<'r, P: Piece, F: Fn(P) + Sync> Job<'r, P, F> {
             std::panic::resume_unwind(payload);
         }
     }
+}
+
+/// The share of `shares` a thread claims first: its CPU's (the CPU's number modulo `shares`; a
+/// step's shares depend only on its size and the team, so the same share in every generation);
+/// where the CPU cannot be read, the rank the thread last waited as
+/// ([`crew::home`](super::crew::home)).
+#[cfg(not(any(ruccl_loom, ruccl_shuttle)))]
+fn first_share(shares: usize) -> usize {
+    current_cpu().unwrap_or_else(super::crew::home) % shares.max(1)
+}
+
+/// The CPU this thread runs on now.
+#[cfg(all(target_os = "linux", not(any(ruccl_loom, ruccl_shuttle))))]
+fn current_cpu() -> Option<usize> {
+    // SAFETY: `sched_getcpu` takes no arguments and touches no memory of the caller's; it
+    // returns the CPU's number, or -1 on failure (refused below).
+    let cpu = unsafe { libc::sched_getcpu() };
+    usize::try_from(cpu).ok()
+}
+
+/// Elsewhere the CPU is not read: shares go by rank.
+#[cfg(all(not(target_os = "linux"), not(any(ruccl_loom, ruccl_shuttle))))]
+fn current_cpu() -> Option<usize> {
+    None
 }
 
 #[cfg(any(ruccl_loom, ruccl_shuttle))]
@@ -440,34 +467,104 @@ mod tests {
             panic!("the step never reached the waiting thread in ten seconds");
         }
 
+        /// Pins this thread to one CPU until dropped, then gives it back the CPUs it had.
+        #[cfg(target_os = "linux")]
+        struct Pinned {
+            before: libc::cpu_set_t,
+        }
+
+        #[cfg(target_os = "linux")]
+        impl Pinned {
+            /// The CPUs this thread may run on now.
+            fn allowed() -> Vec<usize> {
+                // SAFETY: `cpu_set_t` is a plain bit array, valid all zeros.
+                let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+                // SAFETY: `set` is this frame's own, `size_of` its length; 0 is this thread.
+                let got =
+                    unsafe { libc::sched_getaffinity(0, size_of::<libc::cpu_set_t>(), &mut set) };
+                assert_eq!(got, 0, "sched_getaffinity");
+                (0..libc::CPU_SETSIZE as usize)
+                    // SAFETY: `cpu` is below `CPU_SETSIZE`, inside `set`.
+                    .filter(|&cpu| unsafe { libc::CPU_ISSET(cpu, &set) })
+                    .collect()
+            }
+
+            /// Run this thread on `cpu` only (one of [`Pinned::allowed`]).
+            fn to(cpu: usize) -> Self {
+                // SAFETY: as in `allowed`.
+                let mut before: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+                // SAFETY: as in `allowed`.
+                let mut only: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+                // SAFETY: both sets are this frame's own, `size_of` their length, and `cpu` is
+                // below `CPU_SETSIZE` (it came from `allowed`); 0 is this thread.
+                unsafe {
+                    assert_eq!(
+                        libc::sched_getaffinity(0, size_of::<libc::cpu_set_t>(), &mut before),
+                        0
+                    );
+                    libc::CPU_SET(cpu, &mut only);
+                    assert_eq!(
+                        libc::sched_setaffinity(0, size_of::<libc::cpu_set_t>(), &only),
+                        0,
+                        "pin to CPU {cpu}"
+                    );
+                }
+                Self { before }
+            }
+        }
+
+        #[cfg(target_os = "linux")]
+        impl Drop for Pinned {
+            fn drop(&mut self) {
+                // SAFETY: `before` is this guard's own set, `size_of` its length; 0 is this
+                // thread. A failure leaves the thread pinned: nothing else to do in a test.
+                unsafe {
+                    libc::sched_setaffinity(0, size_of::<libc::cpu_set_t>(), &self.before);
+                }
+            }
+        }
+
+        #[cfg(target_os = "linux")]
         #[test]
-        fn a_thread_takes_the_share_of_the_rank_it_waited_as_first() {
+        fn a_thread_takes_the_share_of_the_cpu_it_runs_on_first() {
             let _serial = one_at_a_time();
             let mut values: Vec<u32> = (0..TWO_SHARES as u32).collect();
             let caller = std::thread::current().id();
-            // This thread waited as rank 1 last: of two shares, it takes the second first.
-            crate::device::crew::help(1);
-            // Another test's helper may take a share of this step: try again then.
-            for _ in 0..100 {
-                let ran = Mutex::new(Vec::new());
-                run_pieces(
-                    vec![&mut values[..]],
-                    4,
-                    Team::new(2, 2),
-                    |piece: &mut [u32]| {
-                        ran.lock()
-                            .unwrap()
-                            .push((std::thread::current().id(), piece[0]));
-                    },
-                );
-                let ran = ran.into_inner().unwrap();
-                if ran.iter().all(|&(thread, _)| thread == caller) {
-                    let first: Vec<u32> = ran.iter().map(|&(_, first)| first).collect();
-                    assert_eq!(first.first(), Some(&(TWO_SHARES as u32 / 2)), "{first:?}");
-                    return;
+            let allowed = Pinned::allowed();
+            // A CPU of each parity, where this thread may run on one: of two shares, a thread on
+            // an even CPU takes the first first, one on an odd CPU the second.
+            let cpus: Vec<usize> = [0, 1]
+                .into_iter()
+                .filter_map(|parity| allowed.iter().copied().find(|cpu| cpu % 2 == parity))
+                .collect();
+            assert!(!cpus.is_empty());
+            for cpu in cpus {
+                let _pinned = Pinned::to(cpu);
+                // Another test's helper may take a share of this step: try again then.
+                let mut checked = false;
+                for _ in 0..100 {
+                    let ran = Mutex::new(Vec::new());
+                    run_pieces(
+                        vec![&mut values[..]],
+                        4,
+                        Team::new(2, 2),
+                        |piece: &mut [u32]| {
+                            ran.lock()
+                                .unwrap()
+                                .push((std::thread::current().id(), piece[0]));
+                        },
+                    );
+                    let ran = ran.into_inner().unwrap();
+                    if ran.iter().all(|&(thread, _)| thread == caller) {
+                        let first: Vec<u32> = ran.iter().map(|&(_, first)| first).collect();
+                        let expected = (cpu % 2) as u32 * (TWO_SHARES as u32 / 2);
+                        assert_eq!(first.first(), Some(&expected), "CPU {cpu}: {first:?}");
+                        checked = true;
+                        break;
+                    }
                 }
+                assert!(checked, "other threads took a share of every attempt");
             }
-            panic!("other threads took a share of every attempt");
         }
 
         /// Which threads ran the pieces of one unsplit step of `len` u32 run by a thread that
