@@ -348,7 +348,8 @@ fn apply_clique<T: Stored, F: Fn(T, T) -> T + Copy + Sync>(
         .collect();
     // Each element of the piece is one element of every member, read and written.
     let element_bytes = size_of::<T>().saturating_mul(members.len());
-    let block = clique_block::<T>(clique.range.len().saturating_mul(element_bytes));
+    let working_set = clique.range.len().saturating_mul(element_bytes);
+    let block = clique_block::<T>(working_set, Place::InPlace(members.len()));
     parallel::run_pieces(vec![Members(members)], element_bytes, team, |piece| {
         fold_members(piece.0, op, block)
     });
@@ -446,7 +447,7 @@ fn apply_clique_from_inputs<T: Stored, F: Fn(T, T) -> T + Copy + Sync>(
     // Inputs and outputs: twice the members' elements.
     let working_set = len.saturating_mul(element_bytes).saturating_mul(2);
     let stream = working_set > CACHED_BYTES;
-    let block = clique_block::<T>(working_set);
+    let block = clique_block::<T>(working_set, Place::FromInputs);
     let piece = FromInputs {
         inputs,
         outputs,
@@ -625,16 +626,30 @@ const FOLD_BLOCK: usize = 2048;
 const FOLD_BLOCK: usize = 64;
 
 /// Bytes of a clique fold's block on the stack ([`Scratch`]): a [`FOLD_BLOCK`] of the widest
-/// element (8 bytes).
+/// element (8 bytes), and the run of an in-place clique of [`LONG_RUNS_FROM_MEMBERS`] or more
+/// beyond the caches ([`clique_block`]).
+#[cfg(not(any(ruccl_loom, ruccl_shuttle)))]
+const SCRATCH_BYTES: usize = 32 << 10;
+
+/// Under a model checker, a [`FOLD_BLOCK`] of the widest element.
+#[cfg(any(ruccl_loom, ruccl_shuttle))]
 const SCRATCH_BYTES: usize = FOLD_BLOCK * 8;
 
+/// From how many members an in-place clique whose members take the caches or more folds runs of
+/// all of [`SCRATCH_BYTES`] rather than [`STREAMING_RUN_BYTES`]: at W = 8, 64 MiB, in place,
+/// 26.1–27.2 ms against 29.2–31.3 (at 16 MiB the two are even), where W = 6 took 3.6–3.8 and
+/// 20.0 ms at 16 and 64 MiB with short runs against 4.5–5.0 and 20.2–20.6 with long ones
+/// (`ruccl-perf -b 16M -e 64M`, alternated). Out of place short runs win at every world.
+const LONG_RUNS_FROM_MEMBERS: usize = 8;
+
 /// Bytes of each member a clique whose members take the caches or more ([`CACHED_BYTES`],
-/// [`clique_block`]) folds per block: a short run of every member in turn, so the hardware prefetchers follow all
-/// of the members' streams at once, each a few lines ahead, instead of one member's at a time,
-/// ramping up again at each. On the VM of `perf/PERF.md` (in place and out of place,
-/// `ruccl-perf -b 16M -e 64M`, alternated in one run): at 16 MiB, W = 2, 470–530 µs in place and
-/// 0.9–1.3 ms out of place against 870–900 µs and 1.8–1.9 ms with 32 KiB runs; W = 4 and 8 out
-/// of place 2.9 and 6.8–7.2 ms against 4.1 and 9.0–9.8. 512 bytes ran as 1 KiB; 2 KiB slower.
+/// [`clique_block`]) folds per block: a short run of every member in turn, so the hardware
+/// prefetchers follow all of the members' streams at once, each a few lines ahead, instead of
+/// one member's at a time, ramping up again at each. On the VM of `perf/PERF.md` (in place and
+/// out of place, `ruccl-perf -b 16M -e 64M`, alternated in one run): at 16 MiB, W = 2,
+/// 470–530 µs in place and 0.9–1.3 ms out of place against 870–900 µs and 1.8–1.9 ms with 32 KiB
+/// runs; W = 4 and 8 out of place 2.9 and 6.8–7.2 ms against 4.1 and 9.0–9.8. 512 bytes ran as
+/// 1 KiB; 2 KiB slower.
 const STREAMING_RUN_BYTES: usize = 1 << 10;
 
 /// A clique fold's block: [`SCRATCH_BYTES`] on the stack, aligned for every element type,
@@ -654,15 +669,25 @@ impl Scratch {
     }
 }
 
+/// How a clique's members are laid out: its members' own buffers, read and written (with how
+/// many members), or inputs folded into fresh outputs.
+#[derive(Clone, Copy)]
+enum Place {
+    InPlace(usize),
+    FromInputs,
+}
+
 /// The block, in elements of `T`, of a clique whose members' memory comes to `working_set`
-/// bytes: [`FOLD_BLOCK`] below [`CACHED_BYTES`], where the working set stays cached;
-/// [`STREAMING_RUN_BYTES`] from there on.
-fn clique_block<T>(working_set: usize) -> usize {
-    if working_set >= CACHED_BYTES {
-        (STREAMING_RUN_BYTES / size_of::<T>().max(1)).max(1)
-    } else {
-        FOLD_BLOCK
-    }
+/// bytes: [`FOLD_BLOCK`] below [`CACHED_BYTES`], where the working set stays cached; from there
+/// on [`STREAMING_RUN_BYTES`], or all of [`SCRATCH_BYTES`] in place from
+/// [`LONG_RUNS_FROM_MEMBERS`] members.
+fn clique_block<T>(working_set: usize, place: Place) -> usize {
+    let bytes = match place {
+        _ if working_set < CACHED_BYTES => return FOLD_BLOCK,
+        Place::InPlace(members) if members >= LONG_RUNS_FROM_MEMBERS => SCRATCH_BYTES,
+        Place::InPlace(_) | Place::FromInputs => STREAMING_RUN_BYTES,
+    };
+    (bytes / size_of::<T>().max(1)).max(1)
 }
 
 /// Run one write into `dst`, whose sources `read` returns as slices as long as `dst`.
@@ -907,7 +932,10 @@ mod tests {
     //! A clique run as one fold stored on every member gives every member the bits that the
     //! per-receiver writes of the same step give: every element type, every operation, edge-case
     //! operands, block boundaries, and a clique cut across two threads.
-    use super::{FOLD_BLOCK, FromInputs, Ranks, STREAMING_RUN_BYTES, Stored, fold_members, step};
+    use super::{
+        FOLD_BLOCK, FromInputs, Ranks, SCRATCH_BYTES, STREAMING_RUN_BYTES, Stored, fold_members,
+        step,
+    };
     use crate::device::kernels::tests::Bits;
     use crate::device::parallel::Team;
     use crate::device::pool::Pool;
@@ -1088,7 +1116,8 @@ mod tests {
                 .collect()
         };
         let cached = fold(false, 0, FOLD_BLOCK);
-        for block in [FOLD_BLOCK, STREAMING_RUN_BYTES / size_of::<T>(), 7] {
+        let runs = [STREAMING_RUN_BYTES, SCRATCH_BYTES].map(|bytes| bytes / size_of::<T>());
+        for block in [FOLD_BLOCK, runs[0], runs[1], 7] {
             for offset in 0..4 {
                 let streamed = fold(true, offset, block);
                 assert_eq!(streamed, cached, "{:?}, offset {offset}, {block}", T::TYPE);
