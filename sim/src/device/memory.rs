@@ -474,7 +474,7 @@ fn apply_clique_from_inputs<T: Stored, F: Fn(T, T) -> T + Copy + Sync>(
 /// outputs past the caches ([`stream_copy`]): they cannot stay cached until they are read, and
 /// the inputs can only if the outputs do not evict them. Up to it a cached output is read back
 /// from the cache: at exactly 32 MiB (W = 4, 4 MiB and W = 2, 8 MiB out of place) cached stores
-/// took 366–384 and 313–448 µs against 506–611 and 490–543 streamed, and at 40 MiB (W = 4,
+/// took 366–385 and 313–448 µs against 506–611 and 490–543 streamed, and at 40 MiB (W = 4,
 /// 5 MiB) streamed 585–619 against 572–1 184 (`ruccl-perf -b 2M -e 8M`, alternated). From it a
 /// clique folds in short runs ([`clique_block`]).
 const CACHED_BYTES: usize = 32 << 20;
@@ -646,10 +646,10 @@ const LONG_RUNS_FROM_MEMBERS: usize = 8;
 /// [`clique_block`]) folds per block: a short run of every member in turn, so the hardware
 /// prefetchers follow all of the members' streams at once, each a few lines ahead, instead of
 /// one member's at a time, ramping up again at each. On the VM of `perf/PERF.md` (in place and
-/// out of place, `ruccl-perf -b 16M -e 64M`, alternated in one run): at 16 MiB, W = 2,
-/// 470–530 µs in place and 0.9–1.3 ms out of place against 870–900 µs and 1.8–1.9 ms with 32 KiB
-/// runs; W = 4 and 8 out of place 2.9 and 6.8–7.2 ms against 4.1 and 9.0–9.8. 512 bytes ran as
-/// 1 KiB; 2 KiB slower.
+/// out of place, `ruccl-perf -b 16M -e 16M`, alternated in one run): at 16 MiB, W = 2,
+/// 496–546 µs in place and 1.35–1.40 ms out of place against 867–895 µs and 1.82–1.86 ms with
+/// 32 KiB runs; W = 4 and 8 out of place 2.9 and 6.8–7.2 ms against 4.1 and 9.0–9.8. 512 bytes
+/// ran as 1 KiB; 2 KiB slower.
 const STREAMING_RUN_BYTES: usize = 1 << 10;
 
 /// A clique fold's block: [`SCRATCH_BYTES`] on the stack, aligned for every element type,

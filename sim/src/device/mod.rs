@@ -23,23 +23,25 @@
 //! every sender, block by block, so that the receiver is read and written once however many senders
 //! it has); a step of more than a megabyte per thread is cut across cores as a whole, one share
 //! per core, and the ranks waiting for the generation take shares while they poll
-//! ([`assist`](NativeCollectiveDevice::assist), `crew.rs`), each its own rank's first: no
-//! sleeping thread to wake for a step of a few megabytes, and each share's elements stay on one
-//! core from generation to generation; a smaller step runs on rank 0's thread when every rank
-//! has a core (`parallel.rs`). A [clique](ruccl_core::Step::clique) — direct's one-step all-reduce — is
+//! ([`assist`](NativeCollectiveDevice::assist), `crew.rs`), each thread its CPU's share first:
+//! no sleeping thread to wake for a step of a few megabytes, and each share's elements stay on
+//! one core from generation to generation; a smaller step runs on rank 0's thread when every
+//! rank has a core (`parallel.rs`). A [clique](ruccl_core::Step::clique) — direct's one-step all-reduce — is
 //! folded once per element and stored on every member, with nothing set aside: each member's memory
 //! read once and written once, `2W·n` in all against the two-step plan's `(3W-1)·n`; the device's
 //! model says so ([`LinkModel::with_fused_cliques`]), and the core's
 //! [`TRAFFIC_BOUND`](ruccl_core::TRAFFIC_BOUND) counts it as such, so `Auto` takes it at every
 //! world. Out of place, a whole input is copied into its fresh buffer only when the first step
 //! needs it: a first step that is a clique of those ranks folds from the inputs straight into the
-//! fresh buffers. A clique whose members' memory is beyond the caches (32 MiB and up, `memory.rs`)
-//! folds in longer blocks, and out of place writes its outputs with stores that go around the
+//! fresh buffers. A clique whose members' memory takes the caches or more (32 MiB and up,
+//! `memory.rs`) folds short runs of every member in turn (the prefetchers follow every member at
+//! once), and out of place, beyond 32 MiB, writes its outputs with stores that go around the
 //! caches (no line read before it is overwritten, no input evicted by an output). A step equal to
 //! the one the last generation run on the same thread ran at the same position reuses its checked
 //! layout (`layouts.rs`). Fresh buffers, copies aside and uploads reuse large allocations the
 //! device is done with (`pool.rs`; [`release_cached`](HostTensors::release_cached) frees them), so
-//! a steady run touches no fresh pages; a small value holds no handle to those shared books, so a
+//! a steady run touches no fresh pages, and a fresh one of 4 MiB or more is advised onto huge
+//! pages before its first touch (`pages.rs`); a small value holds no handle to those shared books, so a
 //! small generation writes nothing the device's clones share but the ledger and the census (if
 //! kept).
 

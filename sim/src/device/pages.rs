@@ -92,20 +92,36 @@ mod tests {
         None
     }
 
-    /// Where the kernel has transparent huge pages (its switch exists), a large allocation's
-    /// aligned 2 MiB are marked for them (`hg` in the mapping's flags) before they are touched.
+    /// Whether the page holding `address` is marked for huge pages (`hg`).
+    #[cfg(all(target_os = "linux", not(any(ruccl_loom, ruccl_shuttle))))]
+    fn marked(address: usize) -> bool {
+        let flags = mapping_flags(address).unwrap_or_default();
+        flags.split_whitespace().any(|flag| flag == "hg")
+    }
+
+    /// Where the kernel has transparent huge pages (its switch exists), every aligned 2 MiB of a
+    /// large allocation is marked for them (`hg` in its mapping's flags) before it is touched,
+    /// and nothing else is: not the allocation's unaligned head and tail, so no memory outside
+    /// it. 40 MiB: above glibc's largest threshold for `mmap`, so the allocation is a mapping of
+    /// its own, not memory another allocation once advised.
     #[cfg(all(target_os = "linux", not(any(ruccl_loom, ruccl_shuttle))))]
     #[test]
-    fn a_large_allocation_is_marked_for_huge_pages_where_the_kernel_has_them() {
+    fn a_large_allocations_aligned_pages_and_nothing_else_are_marked_for_huge_pages() {
         if !std::path::Path::new("/sys/kernel/mm/transparent_hugepage/enabled").exists() {
             return;
         }
-        let values: Vec<u8> = with_capacity(LARGE_FROM_BYTES);
-        let aligned = (values.as_ptr() as usize).next_multiple_of(2 << 20);
-        let flags = mapping_flags(aligned).unwrap_or_default();
-        assert!(
-            flags.split_whitespace().any(|flag| flag == "hg"),
-            "flags of the allocation's mapping: {flags}"
-        );
+        const PAGE: usize = 2 << 20;
+        let values: Vec<u8> = with_capacity(40 << 20);
+        let start = values.as_ptr() as usize;
+        let end = start + values.capacity();
+        let (first, last) = (start.next_multiple_of(PAGE), end / PAGE * PAGE);
+        assert!(marked(first), "the first aligned page");
+        assert!(marked(last - 1), "the last aligned page");
+        if first > start {
+            assert!(!marked(first - 1), "the head before the first aligned page");
+        }
+        if last < end {
+            assert!(!marked(last), "the tail after the last aligned page");
+        }
     }
 }

@@ -198,15 +198,15 @@ fn run_shares<P: Piece>(lists: Vec<Vec<P>>, bytes: usize, run: &(impl Fn(P) + Sy
 }
 
 /// One step's shares, claimed one at a time by any thread that calls [`Job::work`], each thread
-/// starting from the share of the CPU it runs on ([`first_share`]), so that in a loop of
+/// starting from the share of the CPU it runs on ([`claimer`]), so that in a loop of
 /// collectives each share's elements stay in one core's caches, whichever thread runs there.
 /// On the 2-vCPU VM of `perf/PERF.md`, in the VM placement where moving lines between the cores
 /// is slow, first-come claiming ran W = 2, 1 MiB in 55–64 µs in place and 300–490 out of place;
 /// claiming by the rank a thread waited as, 28–33 and 40–41 (4 MiB: 223–241 and 930–1 470 µs
 /// against 108–119 and 141–194). With more ranks than cores a rank's thread moves between
-/// cores, and by rank W = 4, 1 MiB out of place took 86–93 µs in some runs and 700–770 in
-/// others; by CPU, 80–89 in every one of nine (`ruccl-perf -g 4 -b 1M -e 4M -n 300`,
-/// alternated), and 4 MiB in place 228–247 against 221–490.
+/// cores, and by rank W = 4, 1 MiB out of place took 76–94 µs in seven runs and 754–766 in two;
+/// by CPU, 79–89 in every one of nine (`ruccl-perf -g 4 -b 1M -e 4M -n 300` and `-b 256K -e
+/// 16M -n 200`, alternated), and 4 MiB in place 228–247 against 221–481.
 #[cfg(not(any(ruccl_loom, ruccl_shuttle)))]
 struct Job<'r, P, F> {
     /// Share `i`, until a thread takes it: taking it is claiming it.
@@ -235,13 +235,16 @@ impl<'r, P: Piece, F: Fn(P) + Sync> Job<'r, P, F> {
         }
     }
 
-    /// Claim and run shares until none is left unclaimed, [`first_share`] first. Never panics:
-    /// a share's panic is kept for [`Job::raise`].
+    /// Claim and run shares until none is left unclaimed, starting from share [`claimer`]
+    /// modulo the number of shares (a step's shares depend only on its size and the team, so
+    /// the same share in every generation). Never panics: a share's panic is kept for
+    /// [`Job::raise`].
     fn work(&self) {
         use std::sync::atomic::Ordering;
         use std::sync::{MutexGuard, PoisonError};
         let shares = self.lists.len();
-        let first = first_share(shares);
+        // A CPU's number or a rank: far from overflowing when added to a share's index.
+        let first = claimer();
         for offset in 0..shares {
             let index = (first + offset) % shares;
             // Taking a share's list is claiming it: one thread takes it, every later one finds
@@ -294,13 +297,11 @@ impl<'r, P: Piece, F: Fn(P) + Sync> Job<'r, P, F> {
     }
 }
 
-/// The share of `shares` a thread claims first: its CPU's (the CPU's number modulo `shares`; a
-/// step's shares depend only on its size and the team, so the same share in every generation);
-/// where the CPU cannot be read, the rank the thread last waited as
-/// ([`crew::home`](super::crew::home)).
+/// Who this thread claims shares as: the CPU it runs on; where that cannot be read, the rank
+/// the thread last waited as ([`crew::home`](super::crew::home)).
 #[cfg(not(any(ruccl_loom, ruccl_shuttle)))]
-fn first_share(shares: usize) -> usize {
-    current_cpu().unwrap_or_else(super::crew::home) % shares.max(1)
+fn claimer() -> usize {
+    current_cpu().unwrap_or_else(super::crew::home)
 }
 
 /// The CPU this thread runs on now.
