@@ -4,10 +4,11 @@
 //! stream crosses a page, and may miss the translation cache, every 4 KiB. Asking Linux for
 //! transparent huge pages (`madvise(MADV_HUGEPAGE)`, which its default `madvise` mode honours
 //! only where asked) before the memory is first touched backs each aligned 2 MiB of the
-//! allocation with one page. On the VM of `perf/PERF.md` (`ruccl-perf -b 1M -e 64M`, alternated
-//! in one run, three rounds): at 16 MiB out of place, W = 2, 0.87–0.97 ms against 0.91–1.12; W =
-//! 4, 1.8–2.0 ms against 2.0–2.3. Like a GPU framework's caching allocator (and a GPU's own
-//! large pages), this is how the device's memory is laid out, not a change to what a step moves.
+//! allocation with one page. On the VM of `perf/PERF.md` (`ruccl-perf -g W -b 1M -e 16M`, with
+//! and without the advice alternated in one run, three rounds): at 16 MiB out of place, W = 2,
+//! 0.87–0.97 ms against 0.91–1.12; W = 4, 1.8–2.0 ms against 2.0–2.3. Like a GPU framework's
+//! caching allocator (and a GPU's own large pages), this is how the device's memory is laid out,
+//! not a change to what a step moves.
 //!
 //! The advice is a hint: where the system refuses it (THP off, another OS, a model checker's
 //! build) the allocation is the same, on small pages.
